@@ -1,0 +1,65 @@
+"""Small statistics shared by the notebooks: bootstrap intervals and curve summaries."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with a (lo, hi) confidence interval at `level`, from `n` values."""
+    value: float
+    lo: float
+    hi: float
+    n: int
+    level: float = 0.95
+
+    def excludes_zero(self) -> bool:
+        return self.lo > 0 or self.hi < 0
+
+    def fmt(self, digits: int = 3, scale: float = 1.0) -> str:
+        v, lo, hi = (round(x * scale, digits) for x in (self.value, self.lo, self.hi))
+        return f"{v:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "lo": self.lo, "hi": self.hi, "n": self.n,
+                "level": self.level}
+
+
+def bootstrap_mean(values: Sequence[float], n_boot: int = 10_000, level: float = 0.95,
+                   seed: int = 0) -> Estimate:
+    """Mean of `values` with a percentile-bootstrap interval (seeded, deterministic)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0 or not np.all(np.isfinite(v)):
+        raise ValueError(f"bootstrap_mean needs finite values, got {v.tolist()}")
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(1)
+    a = (1 - level) / 2
+    return Estimate(float(v.mean()), float(np.quantile(means, a)),
+                    float(np.quantile(means, 1 - a)), int(v.size), level)
+
+
+def bootstrap_paired_diff(a: Sequence[float], b: Sequence[float], **kw) -> Estimate:
+    """Mean of a - b over paired runs (same seed) with a bootstrap interval."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired values need equal shapes, got {a.shape} and {b.shape}")
+    return bootstrap_mean(a - b, **kw)
+
+
+def epochs_to(curve: Sequence[float], epochs: Sequence[int], threshold: float) -> float:
+    """First epoch at which `curve` reaches `threshold` (inf if it never does)."""
+    for e, v in zip(epochs, curve):
+        if v is not None and v >= threshold:
+            return float(e)
+    return float("inf")
+
+
+def area_under_curve(curve: Sequence[float], epochs: Sequence[int]) -> float:
+    """Mean value of `curve` over the epoch range (trapezoid rule): speed and height in one."""
+    e, c = np.asarray(epochs, float), np.asarray(curve, float)
+    if e[-1] == e[0]:
+        return float(c[-1])
+    return float(np.trapezoid(c, e) / (e[-1] - e[0]))

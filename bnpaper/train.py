@@ -1,0 +1,213 @@
+"""The in-memory training loop: SGD with momentum and a schedule, seeded, with a per-epoch
+history of clean, corrupted (memorization) and test loss/accuracy."""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .config import ConfigError, check_choice, check_number
+from .data import Split, normalize
+from .models import ARCHS, NORMS, build_model
+
+SCHEDULES = ("cosine", "step", "constant")
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines a trained model besides its data."""
+    arch: str = "lenet"
+    norm: str = "bn"
+    epochs: int = 20
+    batch_size: int = 128
+    lr: float = 0.05             # peak learning rate
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    schedule: str = "cosine"     # per-step cosine decay, step (x0.1 at 50% and 75%), constant
+    augment: bool = False        # random crop (pad 4) + horizontal flip, for CIFAR
+    seed: int = 0
+
+    def __post_init__(self):
+        check_choice("arch", self.arch, ARCHS)
+        check_choice("norm", self.norm, NORMS)
+        check_number("epochs", self.epochs, 1, 10_000, integer=True)
+        check_number("batch_size", self.batch_size, 2, 1_000_000, integer=True)
+        check_number("lr", self.lr, 0.0, 10.0, lo_open=True)
+        check_number("momentum", self.momentum, 0.0, 1.0, hi_open=True)
+        check_number("weight_decay", self.weight_decay, 0.0, 1.0)
+        check_choice("schedule", self.schedule, SCHEDULES)
+        check_number("seed", self.seed, 0, None, integer=True)
+
+
+@dataclass
+class TrainResult:
+    """A trained model's weights (state_dict) and its per-epoch history (lists, one entry per
+    evaluated epoch, epoch 0 = initialization)."""
+    config: dict
+    state: dict
+    history: dict[str, list] = field(default_factory=dict)
+
+    def model(self, in_channels: int, n_classes: int, image_size: int) -> nn.Module:
+        m = build_model(self.config["arch"], self.config["norm"], in_channels, n_classes,
+                        image_size)
+        m.load_state_dict(self.state)
+        return m.eval()
+
+
+def lr_at(cfg: TrainConfig, step: int, total: int) -> float:
+    """Learning rate at optimizer step `step` of `total`."""
+    if cfg.schedule == "constant":
+        return cfg.lr
+    if cfg.schedule == "step":
+        return cfg.lr * (0.1 ** ((step >= 0.5 * total) + (step >= 0.75 * total)))
+    return 0.5 * cfg.lr * (1 + math.cos(math.pi * step / total))
+
+
+def random_crop_flip(x: torch.Tensor, g: torch.Generator, pad: int = 4) -> torch.Tensor:
+    """Random translation by up to `pad` pixels (zero padding) and horizontal mirror, per sample."""
+    b, c, h, w = x.shape
+    xp = F.pad(x, (pad, pad, pad, pad))
+    dy = torch.randint(0, 2 * pad + 1, (b,), generator=g)
+    dx = torch.randint(0, 2 * pad + 1, (b,), generator=g)
+    rows = (torch.arange(h)[None] + dy[:, None])[:, None, :, None].expand(b, c, h, w)
+    cols = (torch.arange(w)[None] + dx[:, None])
+    flip = torch.rand(b, generator=g) < 0.5
+    cols = torch.where(flip[:, None], cols.flip(1), cols)[:, None, None, :].expand(b, c, h, w)
+    ch = torch.arange(c)[None, :, None, None].expand(b, c, h, w)
+    bi = torch.arange(b)[:, None, None, None].expand(b, c, h, w)
+    return xp[bi, ch, rows, cols]
+
+
+@torch.no_grad()
+def per_sample_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 2048
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eval-mode cross-entropy per sample and correctness per sample: (N,), (N,) bool."""
+    was = model.training
+    model.eval()
+    losses, correct = [], []
+    for i in range(0, len(x), batch):
+        z = model(x[i:i + batch])
+        losses.append(F.cross_entropy(z, y[i:i + batch], reduction="none"))
+        correct.append(z.argmax(1) == y[i:i + batch])
+    model.train(was)
+    if not losses:
+        return torch.zeros(0), torch.zeros(0, dtype=torch.bool)
+    return torch.cat(losses), torch.cat(correct)
+
+
+def _summary(loss: torch.Tensor, correct: torch.Tensor) -> tuple[float, float]:
+    if len(loss) == 0:
+        return float("nan"), float("nan")
+    return float(loss.mean()), float(correct.float().mean())
+
+
+def evaluate(model: nn.Module, xs: torch.Tensor, split: Split, xt: torch.Tensor) -> dict[str, float]:
+    """Loss/accuracy on clean train samples, on corrupted samples against their training
+    labels (memorization) and against their true labels, and on the test set."""
+    loss, corr = per_sample_loss(model, xs, split.y)
+    m = split.mask
+    out = {}
+    out["clean_loss"], out["clean_acc"] = _summary(loss[~m], corr[~m])
+    out["noisy_loss"], out["noisy_acc"] = _summary(loss[m], corr[m])
+    tl, tc = per_sample_loss(model, xs[m], split.y_true[m])
+    out["noisy_true_loss"], out["noisy_true_acc"] = _summary(tl, tc)
+    el, ec = per_sample_loss(model, xt, split.y_test)
+    out["test_loss"], out["test_acc"] = _summary(el, ec)
+    return out
+
+
+def _atomic_save(obj, path: Path) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def fit(split: Split, cfg: TrainConfig, device: str = "cpu",
+        regularizer: Callable[[nn.Module], torch.Tensor] | None = None,
+        after_step: Callable[[nn.Module], None] | None = None,
+        on_epoch_end: Callable[[int, nn.Module], dict | None] | None = None,
+        checkpoint: str | Path | None = None, progress: bool = True,
+        desc: str | None = None) -> TrainResult:
+    """Train a model of `cfg` on `split` and return its weights and history.
+
+    regularizer(model) is added to the loss; after_step(model) runs after each optimizer step
+    (e.g. a projection); on_epoch_end(epoch, model) may return a dict of values to record.
+    With `checkpoint`, the state is saved atomically after every epoch and a re-run resumes
+    from it with identical results.
+    """
+    from tqdm.auto import tqdm
+
+    torch.manual_seed(cfg.seed)
+    c, h = split.x.shape[1], split.x.shape[2]
+    model = build_model(cfg.arch, cfg.norm, c, split.n_classes, h).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
+                          weight_decay=cfg.weight_decay)
+    xs = normalize(split.x, split.mean, split.std, device)
+    xt = normalize(split.x_test, split.mean, split.std, device)
+    ys = split.y.to(device)
+    n = len(xs)
+    steps_per_epoch = max(1, n // cfg.batch_size)  # drop the last partial batch (BN needs > 1)
+    total = steps_per_epoch * cfg.epochs
+    history: dict[str, list] = {}
+    start = 1
+
+    def record(epoch: int, extra: dict | None = None):
+        row = {"epoch": epoch, **evaluate(model, xs, split, xt), **(extra or {})}
+        for k, v in row.items():
+            history.setdefault(k, []).append(v)
+
+    ckpt = Path(checkpoint) if checkpoint else None
+    if ckpt and ckpt.exists():
+        saved = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["opt"])
+        history, start = saved["history"], saved["epoch"] + 1
+    else:
+        record(0, {"train_loss": float("nan"),
+                   **((on_epoch_end(0, model) or {}) if on_epoch_end else {})})
+
+    bar = tqdm(range(start, cfg.epochs + 1), desc=desc or f"{cfg.arch}/{cfg.norm} s{cfg.seed}",
+               disable=not progress, leave=False, initial=start - 1, total=cfg.epochs)
+    for epoch in bar:
+        model.train()
+        g = torch.Generator().manual_seed(cfg.seed * 100_003 + epoch)
+        perm = torch.randperm(n, generator=g).to(device)
+        run_loss = 0.0
+        for s in range(steps_per_epoch):
+            idx = perm[s * cfg.batch_size:(s + 1) * cfg.batch_size]
+            xb = xs[idx]
+            if cfg.augment:
+                xb = random_crop_flip(xb, g)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(cfg, (epoch - 1) * steps_per_epoch + s, total)
+            loss = F.cross_entropy(model(xb), ys[idx])
+            if regularizer is not None:
+                loss = loss + regularizer(model)
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(
+                    f"training diverged at epoch {epoch}, step {s} (loss={float(loss)}) for "
+                    f"arch={cfg.arch}, norm={cfg.norm}, lr={cfg.lr}; lower lr")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            if after_step is not None:
+                after_step(model)
+            run_loss += float(loss.detach())
+        record(epoch, {"train_loss": run_loss / steps_per_epoch,
+                       **((on_epoch_end(epoch, model) or {}) if on_epoch_end else {})})
+        bar.set_postfix(mem=f"{history['noisy_acc'][-1]:.2f}", test=f"{history['test_acc'][-1]:.2f}")
+        if ckpt:
+            _atomic_save({"model": model.state_dict(), "opt": opt.state_dict(),
+                          "history": history, "epoch": epoch}, ckpt)
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    return TrainResult(asdict(cfg), state, history)
