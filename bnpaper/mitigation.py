@@ -1,0 +1,192 @@
+"""Mitigation: bound gamma/sigma of every BatchNorm channel during training.
+
+The paper's theory says BN multiplies an outlier's per-step margin growth by (gamma/sigma)^2,
+gamma being BN's learned scale and sigma the batch standard deviation of the channel's input.
+Two ways to bound the ratio, both generic (any model whose BN layers are
+`torch.nn.modules.batchnorm._BatchNorm`, including packed shadow models that keep K*C channels):
+
+- `GammaSigmaRegularizer(lam, tau)`: a penalty
+      lam * sum over BN channels c of relu(|gamma_c| / sigma_c - tau)^2
+  with sigma_c = sqrt(Var_batch[x_c] + eps) of the *current* training batch (BN's own
+  normalizer), captured by forward hooks during the forward pass, so the penalty is
+  differentiable in gamma and in everything that produced x. Use it as
+  `bnpaper.train.fit(..., regularizer=reg)` (fit calls `reg(model)` after the batch's forward
+  pass), inside `with GammaSigmaRegularizer(...) as reg:` so the hooks are removed afterwards.
+- `GammaSigmaProjection(tau)`: after each optimizer step, clip gamma_c to
+  [-tau * sigma_c, tau * sigma_c] with sigma_c from the running statistics. Use it as
+  `fit(..., after_step=proj)`.
+
+`gamma_sigma(model)` returns the per-channel ratios (running statistics) for histograms.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.utils.hooks import RemovableHandle
+
+from .config import ConfigError, check_number
+
+_BatchNorm = nn.modules.batchnorm._BatchNorm
+METHODS = ("none", "penalty", "projection")
+
+
+def _has_gamma(m: nn.Module) -> bool:
+    return isinstance(m, _BatchNorm) and m.weight is not None
+
+
+def affine_bn_layers(model: nn.Module) -> list[tuple[str, _BatchNorm]]:
+    """(name, layer) of every BatchNorm layer of `model` that has a learned gamma."""
+    return [(n, m) for n, m in model.named_modules() if _has_gamma(m)]
+
+
+def batch_sigma(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """Per-channel batch standard deviation sqrt(Var[x] + eps) as BN computes it in training
+    (biased variance over every dimension but the channel dimension 1): shape (C,)."""
+    dims = [0] + list(range(2, x.dim()))
+    return torch.sqrt(x.var(dim=dims, unbiased=False) + eps)
+
+
+def running_sigma(bn: _BatchNorm) -> torch.Tensor:
+    """sqrt(running_var + eps) of a BN layer: shape (C,)."""
+    if bn.running_var is None:
+        raise ConfigError(f"{type(bn).__name__} has track_running_stats=False: no running "
+                          "statistics to project with; use the penalty (batch statistics)")
+    return torch.sqrt(bn.running_var + bn.eps)
+
+
+def ratio_penalty(gamma: torch.Tensor, sigma: torch.Tensor, tau: float) -> torch.Tensor:
+    """sum_c relu(|gamma_c| / sigma_c - tau)^2 (differentiable in gamma and sigma)."""
+    return torch.relu(gamma.abs() / sigma - tau).pow(2).sum()
+
+
+class GammaSigmaRegularizer:
+    """The penalty lam * sum_c relu(|gamma_c|/sigma_c - tau)^2 over every BN channel.
+
+    Hooks: with `model` given, one forward hook on each of its BN layers; without, one global
+    module forward hook (`torch.nn.modules.module.register_module_forward_hook`) that sees the
+    BN layers of any model built later, e.g. inside `bnpaper.train.fit`. Either way a hook only
+    records the batch sigma of BN layers in training mode, and `remove()` (or leaving the `with`
+    block) removes every hook. Calling `reg(model)` consumes the sigmas captured in the last
+    forward pass of `model`; it raises if that model ran no training-mode forward pass since the
+    last call (a penalty computed from stale or absent statistics would be silently wrong).
+
+    `detach_sigma=True` treats sigma as a constant (gradient through gamma only), an ablation.
+    """
+
+    def __init__(self, lam: float, tau: float, model: nn.Module | None = None,
+                 detach_sigma: bool = False):
+        check_number("lam", lam, 0.0, None)
+        check_number("tau", tau, 0.0, None, lo_open=True)
+        self.lam, self.tau, self.detach_sigma = float(lam), float(tau), bool(detach_sigma)
+        self._sigma: "weakref.WeakKeyDictionary[nn.Module, torch.Tensor]" = \
+            weakref.WeakKeyDictionary()
+        self._handles: list[RemovableHandle] = []
+        if model is not None:
+            layers = affine_bn_layers(model)
+            if not layers:
+                raise ConfigError("GammaSigmaRegularizer: the model has no BatchNorm layer with "
+                                  "a learned gamma (norm='bn' is needed)")
+            self._handles = [m.register_forward_hook(self._hook) for _, m in layers]
+        else:
+            self._handles = [nn.modules.module.register_module_forward_hook(self._hook)]
+
+    def _hook(self, module: nn.Module, inputs: tuple, output) -> None:
+        if module.training and _has_gamma(module):
+            s = batch_sigma(inputs[0], module.eps)
+            self._sigma[module] = s.detach() if self.detach_sigma else s
+
+    @property
+    def active(self) -> bool:
+        return bool(self._handles)
+
+    def remove(self) -> None:
+        """Remove every hook and drop the captured statistics."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self._sigma = weakref.WeakKeyDictionary()
+
+    def __enter__(self) -> "GammaSigmaRegularizer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+    def __call__(self, model: nn.Module) -> torch.Tensor:
+        """The penalty for the batch `model` has just seen (a scalar tensor)."""
+        if not self._handles:
+            raise RuntimeError("GammaSigmaRegularizer was removed; create a new one")
+        layers = affine_bn_layers(model)
+        if not layers:
+            raise ConfigError("GammaSigmaRegularizer: the model has no BatchNorm layer with a "
+                              "learned gamma (norm='bn' is needed)")
+        missing = [n for n, m in layers if m not in self._sigma]
+        if missing:
+            raise RuntimeError(f"no batch statistics captured for BN layer(s) {missing}: call "
+                               "the regularizer right after a training-mode forward pass")
+        total = layers[0][1].weight.new_zeros(())
+        for _, m in layers:
+            total = total + ratio_penalty(m.weight, self._sigma.pop(m), self.tau)
+        return self.lam * total
+
+    def __repr__(self) -> str:
+        return f"GammaSigmaRegularizer(lam={self.lam}, tau={self.tau})"
+
+
+class GammaSigmaProjection:
+    """After an optimizer step: clip |gamma_c| <= tau * sqrt(running_var_c + eps) in every BN
+    layer of the model (in place, no gradient)."""
+
+    def __init__(self, tau: float):
+        check_number("tau", tau, 0.0, None, lo_open=True)
+        self.tau = float(tau)
+
+    @torch.no_grad()
+    def __call__(self, model: nn.Module) -> None:
+        for _, m in affine_bn_layers(model):
+            bound = self.tau * running_sigma(m)
+            m.weight.copy_(torch.maximum(torch.minimum(m.weight, bound), -bound))
+
+    def __repr__(self) -> str:
+        return f"GammaSigmaProjection(tau={self.tau})"
+
+
+@torch.no_grad()
+def gamma_sigma(model: nn.Module) -> dict[str, torch.Tensor]:
+    """|gamma_c| / sqrt(running_var_c + eps) per channel, for each affine BN layer: {name: (C,)}."""
+    return {n: (m.weight.abs() / running_sigma(m)).detach().cpu()
+            for n, m in affine_bn_layers(model)}
+
+
+@dataclass(frozen=True)
+class MitigationConfig:
+    """Which mitigation a training run uses: method in METHODS, lam (penalty weight), tau
+    (bound on gamma/sigma). `as_dict()` is part of a cache key."""
+    method: str = "none"
+    lam: float = 0.0
+    tau: float = 1.0
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ConfigError(f"method={self.method!r} is not allowed; choose one of "
+                              f"{list(METHODS)}")
+        check_number("lam", self.lam, 0.0, None)
+        check_number("tau", self.tau, 0.0, None, lo_open=True)
+
+    def as_dict(self) -> dict:
+        if self.method == "none":
+            return {"method": "none"}
+        if self.method == "projection":
+            return {"method": "projection", "tau": self.tau}
+        return {"method": "penalty", "lam": self.lam, "tau": self.tau}
+
+    def hooks(self) -> tuple[GammaSigmaRegularizer | None, GammaSigmaProjection | None]:
+        """(regularizer, after_step) for `bnpaper.train.fit`; remove the regularizer after use."""
+        if self.method == "penalty":
+            return GammaSigmaRegularizer(self.lam, self.tau), None
+        if self.method == "projection":
+            return None, GammaSigmaProjection(self.tau)
+        return None, None

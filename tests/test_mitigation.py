@@ -1,0 +1,198 @@
+"""Tests of the gamma/sigma regularizer and projection (bnpaper.mitigation)."""
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from bnpaper import mitigation
+from bnpaper.config import ConfigError
+from bnpaper.data import make_split, Dataset
+from bnpaper.models import build_model
+from bnpaper.train import TrainConfig, fit
+
+
+def _global_hooks():
+    return dict(nn.modules.module._global_forward_hooks)
+
+
+def _bn1d(gamma):
+    bn = nn.BatchNorm1d(len(gamma)).double()
+    with torch.no_grad():
+        bn.weight.copy_(torch.tensor(gamma, dtype=torch.float64))
+    return bn
+
+
+def test_penalty_is_zero_when_every_ratio_is_below_tau():
+    torch.manual_seed(0)
+    x = torch.randn(32, 3, dtype=torch.float64) * torch.tensor([2.0, 3.0, 4.0])
+    bn = _bn1d([0.5, -1.0, 1.5])          # ratios about 0.25, 0.33, 0.375
+    with mitigation.GammaSigmaRegularizer(lam=10.0, tau=0.5, model=bn) as reg:
+        bn.train()
+        bn(x)
+        p = reg(bn)
+        p.backward()
+    assert p.item() == 0.0
+    assert torch.all(bn.weight.grad == 0)
+
+
+def test_penalty_value_and_gradient_match_a_hand_computation():
+    x = torch.tensor([[1.0, 0.0], [2.0, 0.5], [4.0, -0.5], [-1.0, 1.0]], dtype=torch.float64,
+                     requires_grad=True)
+    gamma = np.array([3.0, -0.2])
+    lam, tau = 0.7, 1.0
+    bn = _bn1d(gamma)
+    reg = mitigation.GammaSigmaRegularizer(lam, tau, model=bn)
+    bn.train()
+    bn(x)
+    p = reg(bn)
+    p.backward()
+    reg.remove()
+    # by hand, numpy float64: sigma = sqrt(biased var + eps)
+    xn = x.detach().numpy()
+    n = len(xn)
+    mu = xn.mean(0)
+    sigma = np.sqrt(((xn - mu) ** 2).mean(0) + bn.eps)
+    r = np.abs(gamma) / sigma
+    excess = np.maximum(r - tau, 0.0)
+    assert excess[0] > 0 and excess[1] == 0      # the case has one active, one inactive channel
+    assert float(p) == pytest.approx(lam * np.sum(excess ** 2), rel=1e-12)
+    d_gamma = 2 * lam * excess * np.sign(gamma) / sigma
+    np.testing.assert_allclose(bn.weight.grad.numpy(), d_gamma, rtol=1e-10, atol=1e-14)
+    # through sigma: d pen / d x_ic = 2 lam excess_c * (-|gamma_c| / sigma_c^2) * (x_ic - mu_c) / (n sigma_c)
+    d_x = 2 * lam * excess * (-np.abs(gamma) / sigma ** 2) * (xn - mu) / (n * sigma)
+    np.testing.assert_allclose(x.grad.numpy(), d_x, rtol=1e-10, atol=1e-14)
+
+
+def test_penalty_sums_channels_of_conv_bn_layers_and_matches_batch_statistics():
+    torch.manual_seed(1)
+    model = build_model("lenet", "bn", 1, 10, 28)
+    x = torch.randn(16, 1, 28, 28)
+    with mitigation.GammaSigmaRegularizer(lam=1.0, tau=0.0 + 1e-3) as reg:   # global hook
+        model.train()
+        model(x)
+        p = reg(model)
+    # recompute from scratch: each layer's batch sigma from its input
+    inputs = {}
+    hs = [m.register_forward_hook(lambda m, i, o, k=k: inputs.__setitem__(k, i[0]))
+          for k, m in mitigation.affine_bn_layers(model)]
+    model(x)
+    for h in hs:
+        h.remove()
+    want = sum(float(torch.relu(m.weight.abs() / mitigation.batch_sigma(inputs[k], m.eps)
+                                - 1e-3).pow(2).sum())
+               for k, m in mitigation.affine_bn_layers(model))
+    assert float(p) == pytest.approx(want, rel=1e-5)
+    assert len(mitigation.affine_bn_layers(model)) == 4
+
+
+def test_regularizer_leaves_no_hooks_behind_when_removed():
+    model = build_model("lenet", "bn", 1, 10, 28)
+    before = _global_hooks()
+    with mitigation.GammaSigmaRegularizer(1.0, 1.0):
+        assert len(_global_hooks()) == len(before) + 1
+    assert _global_hooks() == before
+    reg = mitigation.GammaSigmaRegularizer(1.0, 1.0, model=model)
+    assert any(m._forward_hooks for _, m in mitigation.affine_bn_layers(model))
+    reg.remove()
+    assert all(not m._forward_hooks for m in model.modules())
+    assert _global_hooks() == before
+    with pytest.raises(RuntimeError, match="removed"):
+        reg(model)
+
+
+def test_regularizer_refuses_stale_or_missing_statistics():
+    model = build_model("lenet", "bn", 1, 10, 28)
+    with mitigation.GammaSigmaRegularizer(1.0, 0.5, model=model) as reg:
+        with pytest.raises(RuntimeError, match="no batch statistics"):
+            reg(model)                       # no forward pass yet
+        model.eval()
+        model(torch.randn(4, 1, 28, 28))     # eval mode: running statistics, nothing captured
+        with pytest.raises(RuntimeError, match="no batch statistics"):
+            reg(model)
+        model.train()
+        model(torch.randn(4, 1, 28, 28))
+        reg(model)
+        with pytest.raises(RuntimeError, match="no batch statistics"):
+            reg(model)                       # consumed: the same batch is never used twice
+    with pytest.raises(ConfigError, match="no BatchNorm"):
+        mitigation.GammaSigmaRegularizer(1.0, 1.0, model=build_model("lenet", "none", 1, 10, 28))
+
+
+def test_projection_enforces_the_bound_with_running_statistics():
+    torch.manual_seed(2)
+    model = build_model("lenet", "bn", 1, 10, 28)
+    model.train()
+    for _ in range(3):
+        model(torch.randn(32, 1, 28, 28) * 3)
+    with torch.no_grad():
+        for _, m in mitigation.affine_bn_layers(model):
+            m.weight.copy_(torch.randn_like(m.weight) * 5)
+    tau = 0.8
+    before = {k: m.weight.clone() for k, m in mitigation.affine_bn_layers(model)}
+    mitigation.GammaSigmaProjection(tau)(model)
+    for k, m in mitigation.affine_bn_layers(model):
+        bound = tau * mitigation.running_sigma(m)
+        assert torch.all(m.weight.abs() <= bound * (1 + 1e-6))
+        inside = before[k].abs() <= bound
+        assert torch.equal(m.weight[inside], before[k][inside])          # untouched inside
+        assert torch.all(torch.sign(m.weight[~inside]) == torch.sign(before[k][~inside]))
+        assert torch.allclose(m.weight[~inside].abs(), bound[~inside])    # clipped onto the bound
+    ratios = mitigation.gamma_sigma(model)
+    assert max(float(v.max()) for v in ratios.values()) <= tau * (1 + 1e-6)
+
+
+def _tiny_split():
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(200, 1, 28, 28, generator=g) * 255).to(torch.uint8)
+    y = torch.randint(0, 10, (200,), generator=g)
+    ds = Dataset("tiny", x[:160], y[:160], x[160:], y[160:], 10, (0.5,), (0.25,))
+    return make_split(ds, 160, "flip", 0.1, 0)
+
+
+def test_regularizer_and_projection_work_inside_the_trainer():
+    sp = _tiny_split()
+    cfg = TrainConfig(arch="lenet", norm="bn", epochs=2, batch_size=32, lr=0.05, seed=0)
+    before = _global_hooks()
+    base = fit(sp, cfg, progress=False)
+    with mitigation.GammaSigmaRegularizer(lam=50.0, tau=0.3) as reg:
+        pen = fit(sp, cfg, progress=False, regularizer=reg)
+    assert _global_hooks() == before
+    proj = fit(sp, cfg, progress=False, after_step=mitigation.GammaSigmaProjection(0.3))
+    gs = lambda r: torch.cat(list(mitigation.gamma_sigma(r.model(1, 10, 28)).values()))
+    assert float(gs(pen).mean()) < float(gs(base).mean())
+    assert float(gs(proj).max()) <= 0.3 * (1 + 1e-5)
+
+
+def test_penalty_works_on_packed_bn_over_k_times_c_channels():
+    # a packed model keeps K members' channels side by side in one BN layer: the penalty over
+    # K*C channels must equal the sum of the K members' own penalties
+    torch.manual_seed(3)
+    k, c = 3, 4
+    x = torch.randn(20, k * c, 5, 5)
+    packed = nn.BatchNorm2d(k * c)
+    with torch.no_grad():
+        packed.weight.copy_(torch.rand(k * c) * 3)
+    with mitigation.GammaSigmaRegularizer(1.0, 0.5, model=packed) as reg:
+        packed(x)
+        p = reg(packed)
+    parts = 0.0
+    for j in range(k):
+        bn = nn.BatchNorm2d(c)
+        with torch.no_grad():
+            bn.weight.copy_(packed.weight[j * c:(j + 1) * c])
+        with mitigation.GammaSigmaRegularizer(1.0, 0.5, model=bn) as reg:
+            bn(x[:, j * c:(j + 1) * c])
+            parts += float(reg(bn))
+    assert float(p) == pytest.approx(parts, rel=1e-6)
+
+
+def test_mitigation_config_validates_and_keys():
+    assert mitigation.MitigationConfig().as_dict() == {"method": "none"}
+    assert mitigation.MitigationConfig("projection", lam=3.0, tau=1.0).as_dict() == \
+        {"method": "projection", "tau": 1.0}
+    with pytest.raises(ConfigError, match="method='l2'"):
+        mitigation.MitigationConfig("l2")
+    with pytest.raises(ConfigError, match="tau"):
+        mitigation.MitigationConfig("penalty", 1.0, 0.0)
+    with pytest.raises(ConfigError, match="lam"):
+        mitigation.GammaSigmaRegularizer(-1.0, 1.0)
