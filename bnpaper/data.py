@@ -229,6 +229,22 @@ def _download(spec: DatasetSpec, root: Path) -> None:
             f"{spec.hint}") from None
 
 
+def locate(name: str, root: str | Path | None = None) -> Path:
+    """The folder that holds dataset `name`'s files, or a DatasetNotFoundError saying where it
+    looked and how to get them (cheap: reads no data)."""
+    check_choice("dataset", name, DATASETS)
+    spec = DATASETS[name]
+    root = Path(root) if root is not None else data_root()
+    finder = _find_idx if spec.kind == "idx" else _find_cifar
+    for d in search_dirs(spec, root):
+        if finder(spec, d):
+            return d
+    looked = ", ".join(str(d) for d in search_dirs(spec, root))
+    raise DatasetNotFoundError(
+        f"dataset={name!r} was not found (looked in {looked}); {spec.hint}; "
+        f"or set BNPAPER_DATA to a folder that holds it")
+
+
 def load_dataset(name: str, root: str | Path | None = None, download: bool = False,
                  verify: bool = True) -> Dataset:
     """Load a whole dataset into memory from local files (downloading only if allowed)."""
@@ -236,16 +252,12 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Fal
     spec = DATASETS[name]
     root = Path(root) if root is not None else data_root()
     finder = _find_idx if spec.kind == "idx" else _find_cifar
-    for d in search_dirs(spec, root):
-        files = finder(spec, d)
-        if files:
-            break
-    else:
+    files = None
+    try:
+        files = finder(spec, locate(name, root))
+    except DatasetNotFoundError:
         if not download:
-            looked = ", ".join(str(d) for d in search_dirs(spec, root))
-            raise DatasetNotFoundError(
-                f"dataset={name!r} was not found (looked in {looked}); {spec.hint}; "
-                f"or set BNPAPER_DATA to a folder that holds it")
+            raise
         _download(spec, root)
         files = finder(spec, root / spec.folder)
         if not files:

@@ -1,0 +1,281 @@
+"""Membership inference from a pool of shadow models: scores, attacks and their metrics.
+
+Stages (as in LiRA's reference pipeline): `shadow` trains the pool and stores logits
+(N, queries, classes); here, `phi` turns logits into scores; `lira`, `loss_attack` and `rmia`
+turn scores into membership scores per target; `attack_metrics`, `evaluate_targets` and
+`paired_delta_auc` measure them. Every model of the pool is in turn the target and the other
+M-1 models are its shadows (leave-one-out). Everything is float64 numpy; NaN/inf raise.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import log_ndtr, logsumexp
+from scipy.stats import rankdata
+
+from .stats import Estimate
+
+FPRS = (0.01, 0.001)
+
+
+class ScoreError(ValueError):
+    """Scores or logits that are NaN or infinite, or inputs of mismatched shapes."""
+
+
+class LowFPRWarning(UserWarning):
+    """A TPR at an FPR below 1 / (number of non-members) cannot be resolved."""
+
+
+def _finite(name: str, a: np.ndarray) -> np.ndarray:
+    if not np.all(np.isfinite(a)):
+        bad = int(np.size(a) - np.isfinite(a).sum())
+        raise ScoreError(f"{name} holds {bad} NaN/inf value(s); the model or its logits are broken")
+    return a
+
+
+# ---------------------------------------------------------------- scores
+def phi(logits, labels) -> np.ndarray:
+    """LiRA's logit-scaled confidence phi = z_y - logsumexp_{j != y} z_j, exact in float64.
+
+    logits: (..., classes); labels: broadcastable to logits.shape[:-1] (integer classes).
+    Equals log(p_y / (1 - p_y)) without ever forming p_y (no saturation at p_y -> 1).
+    """
+    z = _finite("logits", np.asarray(logits, dtype=np.float64))
+    y = np.broadcast_to(np.asarray(labels, dtype=np.int64), z.shape[:-1])
+    zy = np.take_along_axis(z, y[..., None], -1)[..., 0]
+    others = z.copy()
+    np.put_along_axis(others, y[..., None], -np.inf, -1)
+    return zy - logsumexp(others, axis=-1)
+
+
+def log_softmax_y(logits, labels) -> np.ndarray:
+    """log p_y (= minus the cross-entropy loss) in float64; shapes as in `phi`."""
+    z = _finite("logits", np.asarray(logits, dtype=np.float64))
+    y = np.broadcast_to(np.asarray(labels, dtype=np.int64), z.shape[:-1])
+    return np.take_along_axis(z, y[..., None], -1)[..., 0] - logsumexp(z, axis=-1)
+
+
+# ---------------------------------------------------------------- attacks
+LIRA_VARIANTS = ("online", "online_fixed", "offline", "offline_fixed")
+
+
+def _norm_logpdf(x, mu, sigma):
+    return -0.5 * ((x - mu) / sigma) ** 2 - np.log(sigma) - 0.5 * np.log(2 * np.pi)
+
+
+def lira(scores: np.ndarray, keep: np.ndarray, targets=None, sigma_floor: float = 1e-3
+         ) -> dict[str, np.ndarray]:
+    """All four LiRA variants in one pass; leave-one-out over the pool.
+
+    scores: phi of every model on every example, (M, N, queries); keep: (M, N) bool.
+    Returns {variant: (T, N)} membership scores (higher = more likely member) for the targets
+    (default all M). Per query a Gaussian is fitted to the IN and OUT shadows' phi; the
+    per-query log-likelihoods are averaged. "online": log N(phi; mu_in, s_in) -
+    log N(phi; mu_out, s_out); "offline": one-sided log P[Z < phi], Z ~ N(mu_out, s_out);
+    "_fixed": one global sigma (per query) instead of a per-example one.
+    """
+    s = _finite("scores", np.asarray(scores, dtype=np.float64))
+    keep = np.asarray(keep, dtype=bool)
+    if s.ndim == 2:
+        s = s[..., None]
+    m, n, _ = s.shape
+    if keep.shape != (m, n):
+        raise ScoreError(f"keep has shape {keep.shape}, scores need {(m, n)}")
+    targets = range(m) if targets is None else targets
+    out = {v: [] for v in LIRA_VARIANTS}
+    for t in targets:
+        sh = np.arange(m) != t
+        sk, ks = s[sh], keep[sh][..., None]                      # (M-1, N, Q)
+        n_in, n_out = ks.sum(0), (~ks).sum(0)
+        if (n_in < 1).any() or (n_out < 1).any():
+            raise ScoreError("every example needs at least one IN and one OUT shadow")
+        mu_in = np.where(ks, sk, 0).sum(0) / n_in
+        mu_out = np.where(~ks, sk, 0).sum(0) / n_out
+        var_in = np.where(ks, (sk - mu_in) ** 2, 0).sum(0) / np.maximum(n_in - 1, 1)
+        var_out = np.where(~ks, (sk - mu_out) ** 2, 0).sum(0) / np.maximum(n_out - 1, 1)
+        sd_in = np.maximum(np.sqrt(var_in), sigma_floor)
+        sd_out = np.maximum(np.sqrt(var_out), sigma_floor)
+        fix_in = np.maximum(np.sqrt(var_in.mean(0, keepdims=True)), sigma_floor)
+        fix_out = np.maximum(np.sqrt(var_out.mean(0, keepdims=True)), sigma_floor)
+        x = s[t]
+        out["online"].append((_norm_logpdf(x, mu_in, sd_in) - _norm_logpdf(x, mu_out, sd_out)).mean(-1))
+        out["online_fixed"].append(
+            (_norm_logpdf(x, mu_in, fix_in) - _norm_logpdf(x, mu_out, fix_out)).mean(-1))
+        out["offline"].append(log_ndtr((x - mu_out) / sd_out).mean(-1))
+        out["offline_fixed"].append(log_ndtr((x - mu_out) / fix_out).mean(-1))
+    return {k: _finite(f"lira {k}", np.stack(v)) for k, v in out.items()}
+
+
+def loss_attack(logp: np.ndarray, targets=None) -> np.ndarray:
+    """The loss (global threshold) attack: the target's own log p_y, averaged over queries.
+    logp: (M, N, queries) -> (T, N)."""
+    lp = _finite("log p_y", np.asarray(logp, dtype=np.float64))
+    lp = lp[..., None] if lp.ndim == 2 else lp
+    targets = list(range(len(lp))) if targets is None else list(targets)
+    return lp[targets].mean(-1)
+
+
+def rmia(logp_x: np.ndarray, logp_z: np.ndarray, keep: np.ndarray, targets=None,
+         gamma: float = 1.0, offline_a: float | None = None) -> np.ndarray:
+    """RMIA (Zarifzadeh, Liu, Shokri 2024): Pr_z[ (p(x|t)/p(x)) / (p(z|t)/p(z)) > gamma ].
+
+    logp_x: log p_y of every model on the pool (M, N, Q); logp_z: on population samples that
+    no model trained on (M, Z, Q); p(.) averages the other M-1 models (online) or only the
+    OUT models with the offline correction p = ((1+a) p_out + (1-a)) / 2 when `offline_a` is set.
+    """
+    lx = _finite("log p_y (pool)", np.asarray(logp_x, np.float64))
+    lz = _finite("log p_y (population)", np.asarray(logp_z, np.float64))
+    keep = np.asarray(keep, bool)
+    m = len(lx)
+    targets = range(m) if targets is None else targets
+    res = []
+    for t in targets:
+        sh = np.arange(m) != t
+        if offline_a is None:
+            ref_x = logsumexp(lx[sh], 0) - np.log(sh.sum())
+        else:
+            out = ~keep[sh][..., None]
+            w = np.where(out, 0.0, -np.inf)
+            p_out = np.exp(logsumexp(lx[sh] + w, 0) - np.log(out.sum(0)))
+            ref_x = np.log(0.5 * ((1 + offline_a) * p_out + (1 - offline_a)))
+        ref_z = logsumexp(lz[sh], 0) - np.log(sh.sum())
+        rx = (lx[t] - ref_x).mean(-1)                         # log ratio, (N,)
+        rz = np.sort((lz[t] - ref_z).mean(-1))                # (Z,)
+        res.append(np.searchsorted(rz, rx - np.log(gamma), side="left") / len(rz))
+    return np.stack(res)
+
+
+# ---------------------------------------------------------------- metrics
+def auc(scores: np.ndarray, member: np.ndarray) -> float:
+    """ROC AUC (Mann-Whitney, ties count half)."""
+    s, y = np.asarray(scores, np.float64), np.asarray(member, bool)
+    n1, n0 = y.sum(), (~y).sum()
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    r = rankdata(s)
+    return float((r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def tpr_at_fpr(scores: np.ndarray, member: np.ndarray, fpr: float) -> float:
+    """Largest TPR among thresholds whose FPR is <= `fpr` (Carlini et al.'s convention)."""
+    from sklearn.metrics import roc_curve
+    f, t, _ = roc_curve(np.asarray(member, bool), np.asarray(scores, np.float64))
+    return float(t[f <= fpr].max())
+
+
+def balanced_accuracy(scores: np.ndarray, member: np.ndarray) -> float:
+    """Best balanced accuracy over thresholds: max (1 + TPR - FPR) / 2."""
+    from sklearn.metrics import roc_curve
+    f, t, _ = roc_curve(np.asarray(member, bool), np.asarray(scores, np.float64))
+    return float(((1 + t - f) / 2).max())
+
+
+def roc(scores: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(fpr, tpr) of the ROC curve (sklearn.metrics.roc_curve)."""
+    from sklearn.metrics import roc_curve
+    f, t, _ = roc_curve(np.asarray(member, bool), np.asarray(scores, np.float64))
+    return f, t
+
+
+def attack_metrics(scores: np.ndarray, member: np.ndarray, fprs=FPRS, n_boot: int = 200,
+                   seed: int = 0, level: float = 0.95) -> dict:
+    """AUC, balanced accuracy and TPR at each FPR of one target, each with a bootstrap interval
+    over examples; `resolvable[fpr]` is False (and a LowFPRWarning is issued) where
+    fpr < 1 / n_nonmembers."""
+    s, y = _finite("membership scores", np.asarray(scores, np.float64)), np.asarray(member, bool)
+    n0 = int((~y).sum())
+    fns = {"auc": auc, "balanced_acc": balanced_accuracy,
+           **{f"tpr@{f:g}": (lambda a, b, f=f: tpr_at_fpr(a, b, f)) for f in fprs}}
+    point = {k: fn(s, y) for k, fn in fns.items()}
+    rng = np.random.default_rng(seed)
+    boots = {k: [] for k in fns}
+    for _ in range(n_boot):
+        i = rng.integers(0, len(s), len(s))
+        if y[i].all() or not y[i].any():
+            continue
+        for k, fn in fns.items():
+            boots[k].append(fn(s[i], y[i]))
+    a = (1 - level) / 2
+    out = {k: Estimate(v, float(np.quantile(boots[k], a)), float(np.quantile(boots[k], 1 - a)),
+                       len(s), level) for k, v in point.items()}
+    resolvable = {f: f >= 1.0 / max(n0, 1) for f in fprs}
+    for f, ok in resolvable.items():
+        if not ok:
+            warnings.warn(f"TPR at FPR={f:g} is not resolvable with {n0} non-members "
+                          f"(needs >= {int(np.ceil(1 / f))}); treat it as 0 or use more examples",
+                          LowFPRWarning, stacklevel=2)
+    return {"estimates": out, "resolvable": resolvable, "n_members": int(y.sum()),
+            "n_nonmembers": n0}
+
+
+@dataclass(frozen=True)
+class TargetMetrics:
+    """Per-target metrics (T,) per subgroup, and their mean over targets."""
+    values: dict[str, dict[str, np.ndarray]]   # subgroup -> metric -> (T,)
+
+    def mean(self, subgroup: str, metric: str) -> float:
+        return float(np.mean(self.values[subgroup][metric]))
+
+
+def evaluate_targets(scores: np.ndarray, member: np.ndarray, subgroups: dict[str, np.ndarray],
+                     fprs=FPRS) -> TargetMetrics:
+    """AUC, balanced accuracy and TPR@FPR for each target (rows of scores/member, (T, N)) on each
+    subgroup (boolean masks over the N examples)."""
+    out: dict[str, dict[str, list]] = {}
+    for g, mask in subgroups.items():
+        mask = np.asarray(mask, bool)
+        d: dict[str, list] = {"auc": [], "balanced_acc": [], **{f"tpr@{f:g}": [] for f in fprs}}
+        for s, y in zip(scores, member):
+            s, y = s[mask], y[mask]
+            d["auc"].append(auc(s, y))
+            d["balanced_acc"].append(balanced_accuracy(s, y))
+            for f in fprs:
+                d[f"tpr@{f:g}"].append(tpr_at_fpr(s, y, f))
+        out[g] = {k: np.asarray(v) for k, v in d.items()}
+    return TargetMetrics(out)
+
+
+def _auc_rows(s: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """AUC of each row of s (T, n) against the labels y (T, n)."""
+    r = rankdata(s, axis=1)
+    n1 = y.sum(1)
+    n0 = y.shape[1] - n1
+    return ((r * y).sum(1) - n1 * (n1 + 1) / 2) / np.maximum(n1 * n0, 1)
+
+
+def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask_per_run=None,
+                     n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Estimate:
+    """Mean AUC(a) - AUC(b) over targets and runs (seeds), paired on the same targets and examples.
+
+    runs: one (scores_a (T, N), scores_b (T, N), member (T, N)) per seed; mask_per_run: boolean
+    (N,) subgroup masks. The interval comes from a hierarchical bootstrap that resamples targets
+    and examples (both sources of error: targets share shadows, examples are finite).
+    """
+    masks = mask_per_run or [None] * len(runs)
+    data = []
+    for (a, b, y), mk in zip(runs, masks):
+        mk = np.ones(a.shape[1], bool) if mk is None else np.asarray(mk, bool)
+        data.append((np.asarray(a)[:, mk], np.asarray(b)[:, mk], np.asarray(y, bool)[:, mk]))
+    point = float(np.mean([(_auc_rows(a, y) - _auc_rows(b, y)).mean() for a, b, y in data]))
+    rng = np.random.default_rng(seed)
+    boots = []
+    for _ in range(n_boot):
+        per_run = []
+        for a, b, y in data:
+            t = rng.integers(0, len(a), len(a))
+            i = rng.integers(0, a.shape[1], a.shape[1])
+            yy = y[t][:, i]
+            per_run.append((_auc_rows(a[t][:, i], yy) - _auc_rows(b[t][:, i], yy)).mean())
+        boots.append(np.mean(per_run))
+    q = (1 - level) / 2
+    return Estimate(point, float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q)),
+                    sum(len(a) for a, _, _ in data), level)
+
+
+def memorization_score(correct: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Feldman-Zhang memorization mem(i) = P[correct | i IN] - P[correct | i OUT] over the pool.
+    correct, keep: (M, N) bool -> (N,) float64."""
+    c, k = np.asarray(correct, np.float64), np.asarray(keep, bool)
+    return (c * k).sum(0) / k.sum(0) - (c * ~k).sum(0) / (~k).sum(0)

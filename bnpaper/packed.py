@@ -1,0 +1,176 @@
+"""K LeNet-5 members trained at once as one "packed" model (fast shadow training on CPU).
+
+Convolutions are grouped (groups=K), linear layers are batched matmuls with one weight per
+member, and normalization runs over K*C channels, so every member keeps its own weights,
+batch statistics and running statistics. Member k sees its own mini-batch (stacked along the
+channel axis), its own data order and its own initialization: training K members packed is,
+up to float rounding, the same as K runs of `train.fit` (tests check both).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, replace
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .data import Split, normalize
+from .models import LeNet5, build_model, make_norm
+from .train import TrainConfig, TrainingDiverged, lr_at, random_crop_flip
+
+
+def _packed_norm(norm: str, k: int, c: int, dim: int) -> nn.Module:
+    if norm == "gn":  # GroupNorm groups are contiguous channels: member k owns groups k*g..
+        return nn.GroupNorm(k * math.gcd(c, 8), k * c)
+    return make_norm(norm, k * c, dim)
+
+
+class PackedLinear(nn.Module):
+    """K independent linear layers: (K, B, in) -> (K, B, out)."""
+
+    def __init__(self, k: int, n_in: int, n_out: int, bias: bool):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(k, n_out, n_in))
+        self.bias = nn.Parameter(torch.zeros(k, 1, n_out)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight.transpose(1, 2)
+        return torch.bmm(x, w) if self.bias is None else torch.baddbmm(self.bias, x, w)
+
+
+class PackedLeNet(nn.Module):
+    """K LeNet-5 members. Input (B, K*C, H, W) (member k's images in channels k*C..);
+    output logits (K, B, classes)."""
+
+    def __init__(self, k: int, norm: str = "bn", in_channels: int = 1, n_classes: int = 10,
+                 image_size: int = 28):
+        super().__init__()
+        self.k, self.norm, self.in_channels = k, norm, in_channels
+        ref = LeNet5(norm, in_channels, n_classes, image_size)
+        bias = norm == "none"
+        pad = ref.conv1.padding
+        self.conv1 = nn.Conv2d(k * in_channels, k * 6, 5, padding=pad, groups=k, bias=bias)
+        self.norm1 = _packed_norm(norm, k, 6, 2)
+        self.conv2 = nn.Conv2d(k * 6, k * 16, 5, groups=k, bias=bias)
+        self.norm2 = _packed_norm(norm, k, 16, 2)
+        self.fc1 = PackedLinear(k, ref.fc1.in_features, 120, bias)
+        self.norm3 = _packed_norm(norm, k, 120, 1)
+        self.fc2 = PackedLinear(k, 120, 84, bias)
+        self.norm4 = _packed_norm(norm, k, 84, 1)
+        self.fc3 = PackedLinear(k, 84, n_classes, True)
+
+    def _vec_norm(self, layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        k, b, c = x.shape
+        return layer(x.transpose(0, 1).reshape(b, k * c)).reshape(b, k, c).transpose(0, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.norm1(self.conv1(x))), 2)
+        x = F.max_pool2d(F.relu(self.norm2(self.conv2(x))), 2)
+        b = x.shape[0]
+        x = x.reshape(b, self.k, -1).transpose(0, 1)                 # (K, B, 16*s*s)
+        x = F.relu(self._vec_norm(self.norm3, self.fc1(x)))
+        x = F.relu(self._vec_norm(self.norm4, self.fc2(x)))
+        return self.fc3(x)
+
+    # ------------------------------------------------------------ member <-> packed weights
+    _CONV = ("conv1", "conv2")
+    _LIN = ("fc1", "fc2", "fc3")
+    _NORM = ("norm1", "norm2", "norm3", "norm4")
+
+    @torch.no_grad()
+    def load_members(self, states: list[dict]) -> "PackedLeNet":
+        """Copy K LeNet5 state_dicts into the packed weights."""
+        if len(states) != self.k:
+            raise ValueError(f"need {self.k} member states, got {len(states)}")
+        own = self.state_dict()
+        for name, t in own.items():
+            layer, p = name.split(".", 1)
+            if p == "num_batches_tracked":
+                t.copy_(states[0][name])
+            elif layer in self._LIN:
+                t.copy_(torch.stack([s[name] if p == "weight" else s[name][None] for s in states]))
+            else:
+                t.copy_(torch.cat([s[name] for s in states]))
+        return self
+
+    def member_state(self, i: int) -> dict:
+        """Member i's weights as a LeNet5 state_dict."""
+        out = {}
+        for name, t in self.state_dict().items():
+            layer, p = name.split(".", 1)
+            if p == "num_batches_tracked":
+                out[name] = t.clone()
+            elif layer in self._LIN:
+                out[name] = t[i].clone() if p == "weight" else t[i, 0].clone()
+            else:
+                c = t.shape[0] // self.k
+                out[name] = t[i * c:(i + 1) * c].clone()
+        return out
+
+
+def pack_input(xb: torch.Tensor) -> torch.Tensor:
+    """Member batches (K, B, C, H, W) -> packed input (B, K*C, H, W)."""
+    k, b, c, h, w = xb.shape
+    return xb.transpose(0, 1).reshape(b, k * c, h, w)
+
+
+def fit_packed(split: Split, members: list[torch.Tensor], cfgs: list[TrainConfig],
+               device: str = "cpu", channels_last: bool = False, progress: bool = False
+               ) -> list[dict]:
+    """Train len(cfgs) LeNet members at once; member k trains on `split` rows `members[k]`
+    (index tensors of equal length) with `cfgs[k]` (configs may differ only in `seed`).
+    Returns one LeNet5 state_dict per member (same batches and init as `train.fit`)."""
+    from tqdm.auto import tqdm
+
+    base = replace(cfgs[0], seed=0)
+    if any(replace(c, seed=0) != base for c in cfgs) or base.arch != "lenet":
+        raise ValueError("packed members must be LeNets that differ only in their seed")
+    if len({len(m) for m in members}) != 1 or len(members) != len(cfgs):
+        raise ValueError("every packed member needs an index set of the same size")
+    k, n = len(cfgs), len(members[0])
+    c, h = split.x.shape[1], split.x.shape[2]
+    inits = []
+    for cfg in cfgs:  # the same initialization as train.fit
+        torch.manual_seed(cfg.seed)
+        inits.append(build_model("lenet", cfg.norm, c, split.n_classes, h).state_dict())
+    model = PackedLeNet(k, base.norm, c, split.n_classes, h).load_members(inits).to(device)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=base.lr, momentum=base.momentum,
+                          weight_decay=base.weight_decay)
+    xs = normalize(split.x, split.mean, split.std, device)
+    ys = split.y.to(device)
+    idx_sets = [torch.as_tensor(m, device=device) for m in members]
+    steps = max(1, n // base.batch_size)
+    total = steps * base.epochs
+    model.train()
+    for epoch in tqdm(range(1, base.epochs + 1), disable=not progress, leave=False,
+                      desc=f"packed x{k} {base.norm}"):
+        gens = [torch.Generator().manual_seed(cfg.seed * 100_003 + epoch) for cfg in cfgs]
+        perms = [ix[torch.randperm(n, generator=g).to(device)] for ix, g in zip(idx_sets, gens)]
+        for s in range(steps):
+            sel = [p[s * base.batch_size:(s + 1) * base.batch_size] for p in perms]
+            xb = [xs[i] for i in sel]
+            if base.augment:
+                xb = [random_crop_flip(x, g) for x, g in zip(xb, gens)]
+            xin = pack_input(torch.stack(xb))
+            if channels_last:
+                xin = xin.contiguous(memory_format=torch.channels_last)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(base, (epoch - 1) * steps + s, total)
+            z = model(xin)                                        # (K, B, classes)
+            yb = torch.stack([ys[i] for i in sel])
+            loss = F.cross_entropy(z.reshape(-1, z.shape[-1]), yb.reshape(-1)) * k
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(f"packed training diverged at epoch {epoch}, step {s} "
+                                       f"(norm={base.norm}, lr={base.lr}); lower lr")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    model = model.to(memory_format=torch.contiguous_format).cpu()
+    return [model.member_state(i) for i in range(k)]
+
+
+def member_configs(cfg: TrainConfig, seeds: list[int]) -> list[dict]:
+    return [asdict(replace(cfg, seed=s)) for s in seeds]
