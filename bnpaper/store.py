@@ -19,16 +19,17 @@ import torch
 from .config import cache_root, output_root
 
 T = TypeVar("T")
-_SOURCE_EXCLUDE = {"plots.py", "reproduce.py", "__main__.py", "report.py", "bench.py"}
+CORE_MODULES = ("config", "data", "models", "train")
 
 
-def source_hash() -> str:
-    """sha256 over the compute modules of the package (plotting and runners excluded)."""
+def source_hash(modules: tuple[str, ...] = CORE_MODULES) -> str:
+    """sha256 over the source of the package modules a unit depends on (by default the core
+    that trains a model; pass more, e.g. ("mia",), for units that also run their code)."""
     h = hashlib.sha256()
-    for p in sorted(Path(__file__).parent.glob("*.py")):
-        if p.name not in _SOURCE_EXCLUDE:
-            h.update(p.name.encode())
-            h.update(p.read_bytes())
+    for name in sorted(set(CORE_MODULES) | set(modules)):
+        p = Path(__file__).parent / f"{name}.py"
+        h.update(name.encode())
+        h.update(p.read_bytes())
     return h.hexdigest()
 
 
@@ -40,10 +41,11 @@ def _canonical(obj: Any) -> Any:
     return obj
 
 
-def cache_key(kind: str, config: dict, data: str = "", source: str | None = None) -> str:
-    """The hex key of one unit of work."""
+def cache_key(kind: str, config: dict, data: str = "", source: str | None = None,
+              modules: tuple[str, ...] = ()) -> str:
+    """The hex key of one unit of work (`modules`: extra package modules its result depends on)."""
     payload = json.dumps({"kind": kind, "config": _canonical(config), "data": data,
-                          "source": source if source is not None else source_hash()},
+                          "source": source if source is not None else source_hash(modules)},
                          sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -81,14 +83,15 @@ class Store:
     def path(self, kind: str, key: str) -> Path:
         return self.root / kind / f"{key}.pt"
 
-    def has(self, kind: str, config: dict, data: str = "") -> bool:
-        return self.path(kind, cache_key(kind, config, data)).exists()
+    def has(self, kind: str, config: dict, data: str = "", modules: tuple[str, ...] = ()) -> bool:
+        return self.path(kind, cache_key(kind, config, data, modules=modules)).exists()
 
     def cached(self, kind: str, config: dict, compute: Callable[..., T], data: str = "",
-               resumable: bool = False) -> T:
+               resumable: bool = False, modules: tuple[str, ...] = ()) -> T:
         """Return the stored result of `compute()` for this key, computing and storing it first
-        if needed. With `resumable`, `compute(checkpoint=path)` gets a path to keep partial state."""
-        key = cache_key(kind, config, data)
+        if needed. With `resumable`, `compute(checkpoint=path)` gets a path to keep partial state.
+        `modules`: package modules beyond the training core whose code the result depends on."""
+        key = cache_key(kind, config, data, modules=modules)
         path = self.path(kind, key)
         if path.exists():
             return torch.load(path, weights_only=False)
