@@ -1,0 +1,55 @@
+"""Repository invariants: notebook pairs in sync and clean, conda and pip agree, README table."""
+import json
+import re
+
+import jupytext
+import pytest
+import tomllib
+import yaml
+
+from bnpaper import config, report
+
+ROOT = config.repo_root()
+SOURCES = sorted((ROOT / "notebooks").glob("*.py"))
+
+
+def _cells(nb):
+    return [(c.cell_type, c.source.strip()) for c in nb.cells]
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
+def test_notebook_pair_is_in_sync(py):
+    ipynb = py.with_suffix(".ipynb")
+    assert ipynb.exists(), f"{ipynb.name} missing: run jupytext --sync {py.name}"
+    assert _cells(jupytext.read(py)) == _cells(jupytext.read(ipynb)), \
+        f"{py.name} and {ipynb.name} differ: run jupytext --sync {py.relative_to(ROOT)}"
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
+def test_committed_notebook_has_no_outputs_and_python3_kernel(py):
+    nb = json.loads(py.with_suffix(".ipynb").read_text())
+    outputs = sum(len(c.get("outputs", [])) for c in nb["cells"] if c["cell_type"] == "code")
+    assert outputs == 0 and nb["metadata"]["kernelspec"]["name"] == "python3"
+    tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell tagged parameters"
+
+
+def _names(reqs):
+    return {re.split(r"[<>=\[ ;]", r.strip(), maxsplit=1)[0].lower()
+            for r in reqs if not r.strip().startswith("-")}
+
+
+def test_environment_yml_and_pyproject_name_the_same_dependencies():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pip_deps = _names(project["dependencies"] + project["optional-dependencies"]["test"])
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda_pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert _names(conda_pip) == pip_deps
+
+
+def test_readme_table_equals_committed_results():
+    text = (ROOT / "README.md").read_text()
+    assert report.START in text, "README lacks the report block"
+    i, j = text.index(report.START), text.index(report.END) + len(report.END)
+    assert text[i:j] == report.readme_block(ROOT), \
+        "README table is stale: run `python -m bnpaper report --readme`"
