@@ -116,7 +116,7 @@ def pack_input(xb: torch.Tensor) -> torch.Tensor:
 
 
 def fit_packed(split: Split, members: list[torch.Tensor], cfgs: list[TrainConfig],
-               device: str = "cpu", channels_last: bool = False, progress: bool = False
+               device: str = "cpu", channels_last: bool = True, progress: bool = False
                ) -> list[dict]:
     """Train len(cfgs) LeNet members at once; member k trains on `split` rows `members[k]`
     (index tensors of equal length) with `cfgs[k]` (configs may differ only in `seed`).
