@@ -1,0 +1,305 @@
+"""Per-sample gradient l2 norms, over all parameters and per parameter group, with both
+BatchNorm semantics.
+
+Definitions (the loss of sample i is its *unreduced* cross-entropy l_i; with
+`reduction="mean"` every norm is divided by the batch size B, i.e. it is sample i's
+contribution to the gradient of the mean-reduced batch loss that SGD uses):
+
+  "eval"   g_i = d l_i / d theta with BN using its running statistics: every sample is
+           independent of the others (what a single query of the trained model sees).
+  "batch"  g_i = d l_i / d theta inside its training batch, train-mode BN: the batch mean and
+           variance depend on every sample, so l_i depends on the other samples' inputs and
+           g_i carries the batch-coupled terms (the gradients that actually move the
+           parameters sum to sum_i g_i).
+
+For models without BatchNorm (norm "none", "gn") both definitions coincide. Running statistics
+are never changed by computing gradients.
+
+Groups: "weight" (conv/linear weights), "gamma" and "beta" (norm-layer scale and shift), "bias"
+(conv/linear biases), "other" (e.g. the ResNets' SkipInit residual scale).
+
+Methods:
+  "hooks"  one forward + one backward with module hooks, per-sample norms from activations and
+           output gradients (ghost norms / per-sample outer products, whichever is cheaper);
+           exact for "eval" and for models without BN.
+  "func"   torch.func vmap(grad(functional_call)) (the reference vectorized method).
+  "loop"   the naive loop of single backward passes (the test oracle).
+  "exact"  "batch" mode: the batch-coupled per-sample gradients as one vectorized backward of
+           the B loss terms (autograd with batched cotangents), chunked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
+
+from .config import check_choice, check_number
+
+MODES = ("batch", "eval")
+GROUPS = ("weight", "gamma", "beta", "bias", "other")
+REDUCTIONS = ("sum", "mean")
+METHODS = ("auto", "hooks", "func", "loop", "exact")
+_NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)
+
+
+@dataclass(frozen=True)
+class GradNorms:
+    """Per-sample gradient l2 norms: `total` (N,) and per group (N,) (absent groups omitted)."""
+    total: torch.Tensor
+    groups: dict[str, torch.Tensor]
+    mode: str
+    reduction: str
+
+    def as_dict(self) -> dict[str, torch.Tensor]:
+        return {"total": self.total, **self.groups}
+
+
+def param_groups(model: nn.Module) -> dict[str, str]:
+    """parameter name -> group, for every trainable parameter of `model`."""
+    out = {}
+    for mname, mod in model.named_modules():
+        for pname, p in mod.named_parameters(recurse=False):
+            if not p.requires_grad:
+                continue
+            full = f"{mname}.{pname}" if mname else pname
+            if isinstance(mod, _NORM_TYPES):
+                out[full] = "gamma" if pname == "weight" else "beta"
+            elif isinstance(mod, (nn.Conv2d, nn.Linear)):
+                out[full] = "weight" if pname == "weight" else "bias"
+            else:
+                out[full] = "other"
+    return out
+
+
+def has_batchnorm(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
+def _loss_terms(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits, y, reduction="none")
+
+
+def _finish(sq: dict[str, torch.Tensor], mode: str, reduction: str,
+            scale: torch.Tensor) -> GradNorms:
+    total = torch.zeros_like(next(iter(sq.values())))
+    for v in sq.values():
+        total = total + v
+    groups = {g: v.clamp_min(0).sqrt() * scale for g, v in sq.items()}
+    return GradNorms(total.clamp_min(0).sqrt() * scale, groups, mode, reduction)
+
+
+def _accumulate(sq: dict[str, torch.Tensor], group: str, v: torch.Tensor) -> None:
+    sq[group] = sq[group] + v if group in sq else v
+
+
+# ----------------------------------------------------------------- hooks (no batch coupling)
+def _conv_sq(mod: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Per-sample squared norm of a conv weight gradient from input a and output grad g."""
+    b = a.shape[0]
+    cols = F.unfold(a, mod.kernel_size, mod.dilation, mod.padding, mod.stride)  # (B, K, L)
+    gl = g.reshape(b, g.shape[1], -1)                                          # (B, O, L)
+    k, length, o = cols.shape[1], cols.shape[2], gl.shape[1]
+    if mod.groups != 1:
+        raise NotImplementedError("grouped convolutions are not supported")
+    if length * length * (k + o) < length * k * o:   # ghost norm: Gram matrices over positions
+        ga = torch.bmm(cols.transpose(1, 2), cols)
+        gg = torch.bmm(gl.transpose(1, 2), gl)
+        return (ga * gg).sum((1, 2))
+    return torch.bmm(gl, cols.transpose(1, 2)).pow(2).sum((1, 2))
+
+
+class _Recorder:
+    """Forward hooks that keep each supported layer's input/output and register a hook on
+    the output to keep its gradient."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.records: list[tuple[nn.Module, torch.Tensor, torch.Tensor, list]] = []
+        self.handles = []
+        self.groups = param_groups(model)
+        self.names = {id(p): n for n, p in model.named_parameters()}
+        for mod in model.modules():
+            own = [p for p in mod.parameters(recurse=False) if p.requires_grad]
+            if isinstance(mod, (nn.Conv2d, nn.Linear, *_NORM_TYPES)) and own:
+                self.handles.append(mod.register_forward_hook(self._hook))
+            elif getattr(mod, "skip_scale", None) is not None and mod.skip_scale.requires_grad:
+                self.handles.append(mod.norm2.register_forward_hook(self._branch_hook(mod)))
+                self.handles.append(mod.register_forward_hook(self._hook))
+            elif own:
+                raise NotImplementedError(
+                    f"per-sample gradients of {type(mod).__name__} parameters are not supported")
+        self.branch: dict[int, torch.Tensor] = {}
+
+    def _branch_hook(self, block):
+        def hook(mod, inp, out):
+            self.branch[id(block)] = out.detach()
+        return hook
+
+    def _hook(self, mod, inp, out):
+        box: list = []
+        out.register_hook(lambda g: box.append(g.detach()))
+        self.records.append((mod, inp[0].detach(), out.detach(), box))
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+    def squared_norms(self) -> dict[str, torch.Tensor]:
+        sq: dict[str, torch.Tensor] = {}
+        for mod, a, out, box in self.records:
+            g = box[0]
+            b = g.shape[0]
+            gname = lambda p: self.groups[self.names[id(p)]]
+            if isinstance(mod, nn.Linear):
+                a2, g2 = a.reshape(b, -1, a.shape[-1]), g.reshape(b, -1, g.shape[-1])
+                if a2.shape[1] == 1:
+                    w = a2[:, 0].pow(2).sum(1) * g2[:, 0].pow(2).sum(1)
+                else:
+                    w = torch.bmm(g2.transpose(1, 2), a2).pow(2).sum((1, 2))
+                _accumulate(sq, gname(mod.weight), w)
+                if mod.bias is not None:
+                    _accumulate(sq, gname(mod.bias), g2.sum(1).pow(2).sum(1))
+            elif isinstance(mod, nn.Conv2d):
+                _accumulate(sq, gname(mod.weight), _conv_sq(mod, a, g))
+                if mod.bias is not None:
+                    _accumulate(sq, gname(mod.bias), g.sum((2, 3)).pow(2).sum(1))
+            elif isinstance(mod, _NORM_TYPES):
+                xhat = _normalized(mod, a)
+                dims = tuple(i for i in range(g.dim()) if i != 1)[1:]
+                if mod.weight is not None and mod.weight.requires_grad:
+                    gg = (g * xhat).sum(dims) if dims else g * xhat
+                    _accumulate(sq, gname(mod.weight), gg.pow(2).sum(1))
+                if mod.bias is not None and mod.bias.requires_grad:
+                    gb = g.sum(dims) if dims else g
+                    _accumulate(sq, gname(mod.bias), gb.pow(2).sum(1))
+            else:  # a block with a SkipInit scale: y = relu(branch * s + shortcut)
+                d = g * (out > 0)
+                v = (d * self.branch[id(mod)]).reshape(b, -1).sum(1)
+                _accumulate(sq, gname(mod.skip_scale), v.pow(2))
+        return sq
+
+
+def _normalized(mod: nn.Module, a: torch.Tensor) -> torch.Tensor:
+    """x_hat of a norm layer for input a (eval-mode BN: running statistics)."""
+    if isinstance(mod, nn.GroupNorm):
+        return F.group_norm(a, mod.num_groups, None, None, mod.eps)
+    if mod.training or mod.running_mean is None:
+        raise RuntimeError("hooks method needs BN in eval mode (use mode='batch', method='exact')")
+    shape = (1, -1) + (1,) * (a.dim() - 2)
+    return (a - mod.running_mean.view(shape)) * torch.rsqrt(mod.running_var.view(shape) + mod.eps)
+
+
+def _hooks_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    rec = _Recorder(model)
+    try:
+        with torch.enable_grad():
+            loss = _loss_terms(model(x), y).sum()
+            params = [p for p in model.parameters() if p.requires_grad]
+            torch.autograd.grad(loss, params)
+        return rec.squared_norms()
+    finally:
+        rec.remove()
+
+
+# ----------------------------------------------------------------- torch.func / loop / exact
+def _state(model: nn.Module):
+    params = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+    frozen = {n: p.detach() for n, p in model.named_parameters() if not p.requires_grad}
+    buffers = {n: b.detach().clone() for n, b in model.named_buffers()}
+    return params, {**frozen, **buffers}
+
+
+def _sq_from_grads(grads: dict[str, torch.Tensor], groups: dict[str, str]) -> dict[str, torch.Tensor]:
+    sq: dict[str, torch.Tensor] = {}
+    for n, gr in grads.items():
+        _accumulate(sq, groups[n], gr.reshape(gr.shape[0], -1).pow(2).sum(1))
+    return sq
+
+
+def _func_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    params, rest = _state(model)
+
+    def loss(p, xi, yi):
+        z = functional_call(model, {**p, **rest}, (xi[None],))
+        return F.cross_entropy(z, yi[None])
+
+    grads = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    return _sq_from_grads(grads, param_groups(model))
+
+
+def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int,
+              loop: bool = False) -> dict[str, torch.Tensor]:
+    """Exact batch-coupled per-sample gradients: J^T e_i for the B loss terms of one batch,
+    with train-mode BN on copies of the buffers (running statistics stay untouched)."""
+    params, rest = _state(model)
+    names = list(params)
+    leaves = [params[n].clone().requires_grad_(True) for n in names]
+    with torch.enable_grad():
+        z = functional_call(model, {**dict(zip(names, leaves)), **rest}, (x,))
+        terms = _loss_terms(z, y)
+        b = len(terms)
+        out: list[dict[str, torch.Tensor]] = []
+        if loop:
+            for i in range(b):
+                gs = torch.autograd.grad(terms[i], leaves, retain_graph=True, allow_unused=True)
+                out.append(_sq_from_grads({n: (torch.zeros_like(l) if gr is None else gr)[None]
+                                           for n, l, gr in zip(names, leaves, gs)},
+                                          param_groups(model)))
+        else:
+            eye = torch.eye(b, dtype=terms.dtype, device=terms.device)
+            for s in range(0, b, chunk):
+                e = eye[s:s + chunk]
+                gs = torch.autograd.grad(terms, leaves, grad_outputs=e, retain_graph=True,
+                                         is_grads_batched=True, allow_unused=True)
+                out.append(_sq_from_grads(
+                    {n: (torch.zeros((len(e),) + l.shape) if gr is None else gr)
+                     for n, l, gr in zip(names, leaves, gs)}, param_groups(model)))
+    return {k: torch.cat([o[k] for o in out]) for k in out[0]}
+
+
+def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                          mode: str = "eval", reduction: str = "sum", batch_size: int | None = None,
+                          method: str = "auto", chunk: int = 32) -> GradNorms:
+    """Per-sample gradient l2 norms of the cross-entropy of `model` on x: (N, C, H, W)
+    (normalized floats) with labels y: (N,).
+
+    mode "batch": x is split into consecutive training batches of `batch_size` (default: the
+    whole of x is one batch) and each sample's gradient is taken inside its batch with
+    train-mode BN; mode "eval": running statistics (batch-independent). `reduction="mean"`
+    divides by the batch size (the sample's share of the mean-reduced batch gradient).
+    The model's mode, parameters and buffers are left as they were.
+    """
+    check_choice("mode", mode, MODES)
+    check_choice("reduction", reduction, REDUCTIONS)
+    check_choice("method", method, METHODS)
+    check_number("chunk", chunk, 1, None, integer=True)
+    n = len(x)
+    bsz = n if batch_size is None else check_number("batch_size", batch_size, 1, None, integer=True)
+    coupled = mode == "batch" and has_batchnorm(model)
+    if coupled and method in ("hooks", "func"):
+        raise ValueError(f"method={method!r} ignores the batch coupling of BN; use 'exact' or 'loop'")
+    if method == "auto":
+        method = "exact" if coupled else "hooks"
+    if coupled and bsz < 2:
+        raise ValueError("mode='batch' with BatchNorm needs batches of at least 2 samples")
+    was = model.training
+    parts: list[dict[str, torch.Tensor]] = []
+    try:
+        model.train(coupled)  # train-mode BN only for the batch-coupled definition
+        for s in range(0, n, bsz):
+            xb, yb = x[s:s + bsz], y[s:s + bsz]
+            if method == "hooks":
+                parts.append(_hooks_sq(model, xb, yb))
+            elif method == "func":
+                parts.append(_func_sq(model, xb, yb))
+            else:
+                parts.append(_batch_sq(model, xb, yb, chunk, loop=method == "loop"))
+    finally:
+        model.train(was)
+    sq = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+    sizes = torch.tensor([min(bsz, n - s) for s in range(0, n, bsz)], dtype=x.dtype)
+    scale = (1.0 / sizes).repeat_interleave(sizes.long()) if reduction == "mean" else torch.ones(n)
+    return _finish(sq, mode, reduction, scale.to(x.device, x.dtype))

@@ -1,0 +1,124 @@
+"""Per-sample gradient norms (bnpaper.grads) against a naive loop of single backward passes."""
+import copy
+
+import pytest
+import torch
+
+from bnpaper import grads
+from bnpaper.models import NORMS, bn_layers, build_model
+
+
+def _model(arch, norm, seed=0):
+    torch.manual_seed(seed)
+    c, size = (1, 28) if arch == "lenet" else (3, 8)
+    m = build_model(arch, norm, c, 10, size).double()
+    with torch.no_grad():
+        for p in m.parameters():          # move away from the initialization (gamma=1, beta=0,
+            p.add_(0.1 * torch.randn_like(p))  # skip_scale=0) so that every group is non-trivial
+        for _, bn in bn_layers(m):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(12, c, size, size, dtype=torch.float64)
+    y = torch.randint(0, 10, (12,))
+    return m, x, y
+
+
+def _naive(model, x, y, mode):
+    """One forward of the whole batch (train-mode BN for "batch"), then one backward per loss
+    term, reading .grad: the definition, written as plainly as possible."""
+    m = copy.deepcopy(model)
+    m.train(mode == "batch")
+    groups = grads.param_groups(m)
+    out = {g: [] for g in set(groups.values())}
+    out["total"] = []
+    terms = torch.nn.functional.cross_entropy(m(x), y, reduction="none")
+    for i in range(len(x)):
+        m.zero_grad(set_to_none=True)
+        terms[i].backward(retain_graph=True)
+        sq = {g: 0.0 for g in set(groups.values())}
+        for n, p in m.named_parameters():
+            if p.grad is not None:
+                sq[groups[n]] += float(p.grad.pow(2).sum())
+        for g, v in sq.items():
+            out[g].append(v ** 0.5)
+        out["total"].append(sum(sq.values()) ** 0.5)
+    return {k: torch.tensor(v, dtype=torch.float64) for k, v in out.items()}
+
+
+def _assert_close(got: grads.GradNorms, ref: dict):
+    d = got.as_dict()
+    assert set(d) == set(ref)
+    for k in ref:
+        rel = ((d[k] - ref[k]).abs() / ref[k].abs().clamp_min(1e-12)).max()
+        assert rel < 1e-4, (k, float(rel))
+
+
+CASES = [(a, n) for a in ("lenet", "resnet20") for n in NORMS]
+
+
+@pytest.mark.parametrize("arch,norm", CASES)
+@pytest.mark.parametrize("mode", grads.MODES)
+def test_norms_match_naive_loop_of_single_backward_passes(arch, norm, mode):
+    m, x, y = _model(arch, norm)
+    ref = _naive(m, x, y, mode)
+    _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode), ref)
+    if mode == "eval" or norm in ("none", "gn"):
+        _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode, method="func"), ref)
+
+
+def test_densenet_eval_norms_match_naive_loop():
+    m, x, y = _model("densenet", "bn")
+    x, y = x[:4], y[:4]
+    _assert_close(grads.per_sample_grad_norms(m, x, y, mode="eval"), _naive(m, x, y, "eval"))
+    _assert_close(grads.per_sample_grad_norms(m, x, y, mode="batch", chunk=2),
+                  _naive(m, x, y, "batch"))
+
+
+def test_batch_and_eval_definitions_differ_with_bn_and_coincide_without():
+    m, x, y = _model("lenet", "bn")
+    b = grads.per_sample_grad_norms(m, x, y, mode="batch").total
+    e = grads.per_sample_grad_norms(m, x, y, mode="eval").total
+    assert (b - e).abs().max() > 1e-3 * e.max()
+    m, x, y = _model("lenet", "none")
+    b = grads.per_sample_grad_norms(m, x, y, mode="batch").total
+    e = grads.per_sample_grad_norms(m, x, y, mode="eval").total
+    torch.testing.assert_close(b, e, rtol=1e-10, atol=0)
+
+
+def test_batch_mode_splits_into_training_batches_and_mean_reduction_divides_by_batch():
+    m, x, y = _model("lenet", "bn")
+    whole = grads.per_sample_grad_norms(m, x, y, mode="batch", batch_size=6)
+    first = grads.per_sample_grad_norms(m, x[:6], y[:6], mode="batch")
+    torch.testing.assert_close(whole.total[:6], first.total)
+    mean = grads.per_sample_grad_norms(m, x, y, mode="batch", batch_size=6, reduction="mean")
+    torch.testing.assert_close(mean.total, whole.total / 6)
+
+
+@pytest.mark.parametrize("mode", grads.MODES)
+def test_computing_gradients_leaves_running_statistics_mode_and_weights_unchanged(mode):
+    m, x, y = _model("resnet20", "bn")
+    m.train()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    grads.per_sample_grad_norms(m, x, y, mode=mode)
+    assert m.training and all(mod.training for mod in m.modules())
+    for k, v in m.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    assert all(p.grad is None for p in m.parameters())
+
+
+def test_groups_cover_every_parameter_and_sum_to_total():
+    m, x, y = _model("resnet20", "none")
+    groups = grads.param_groups(m)
+    assert set(groups) == {n for n, _ in m.named_parameters()}
+    assert {"weight", "bias", "other"} <= set(groups.values())
+    r = grads.per_sample_grad_norms(m, x, y)
+    total = sum(v.pow(2) for v in r.groups.values()).sqrt()
+    torch.testing.assert_close(total, r.total)
+
+
+def test_bad_arguments_are_clear_errors():
+    m, x, y = _model("lenet", "bn")
+    with pytest.raises(ValueError, match="mode"):
+        grads.per_sample_grad_norms(m, x, y, mode="train")
+    with pytest.raises(ValueError, match="batch coupling"):
+        grads.per_sample_grad_norms(m, x, y, mode="batch", method="func")
