@@ -143,15 +143,15 @@ def test_projection_enforces_the_bound_with_running_statistics():
 
 def _tiny_split():
     g = torch.Generator().manual_seed(0)
-    x = (torch.rand(200, 1, 28, 28, generator=g) * 255).to(torch.uint8)
-    y = torch.randint(0, 10, (200,), generator=g)
-    ds = Dataset("tiny", x[:160], y[:160], x[160:], y[160:], 10, (0.5,), (0.25,))
-    return make_split(ds, 160, "flip", 0.1, 0)
+    x = (torch.rand(148, 1, 28, 28, generator=g) * 255).to(torch.uint8)
+    y = torch.randint(0, 10, (148,), generator=g)
+    ds = Dataset("tiny", x[:128], y[:128], x[128:], y[128:], 10, (0.5,), (0.25,))
+    return make_split(ds, 128, "flip", 0.1, 0)
 
 
 def test_regularizer_and_projection_work_inside_the_trainer():
     sp = _tiny_split()
-    cfg = TrainConfig(arch="lenet", norm="bn", epochs=2, batch_size=32, lr=0.05, seed=0)
+    cfg = TrainConfig(arch="lenet", norm="bn", epochs=1, batch_size=32, lr=0.05, seed=0)
     before = _global_hooks()
     base = fit(sp, cfg, progress=False)
     with mitigation.GammaSigmaRegularizer(lam=50.0, tau=0.3) as reg:
@@ -196,3 +196,32 @@ def test_mitigation_config_validates_and_keys():
         mitigation.MitigationConfig("penalty", 1.0, 0.0)
     with pytest.raises(ConfigError, match="lam"):
         mitigation.GammaSigmaRegularizer(-1.0, 1.0)
+
+
+def test_penalty_and_projection_on_a_packed_model_equal_the_members_own():
+    packed_mod = pytest.importorskip("bnpaper.packed")
+    torch.manual_seed(4)
+    k = 3
+    members = [build_model("lenet", "bn", 1, 10, 28) for _ in range(k)]
+    xs = torch.randn(k, 8, 1, 28, 28)
+    for m in members:                                   # give gamma some spread above tau
+        with torch.no_grad():
+            for _, bn in mitigation.affine_bn_layers(m):
+                bn.weight.copy_(torch.rand_like(bn.weight) * 4)
+    packed = packed_mod.PackedLeNet(k, "bn").load_members([m.state_dict() for m in members])
+    with mitigation.GammaSigmaRegularizer(0.3, 1.0) as reg:
+        packed.train()
+        packed(packed_mod.pack_input(xs))
+        p = reg(packed)
+        own = 0.0
+        for m, x in zip(members, xs):
+            m.train()
+            m(x)
+            own += float(reg(m))
+    assert float(p) == pytest.approx(own, rel=1e-5)
+    mitigation.GammaSigmaProjection(0.5)(packed)
+    for i, m in enumerate(members):
+        mitigation.GammaSigmaProjection(0.5)(m)
+        st = packed.member_state(i)
+        for name, bn in mitigation.affine_bn_layers(m):
+            assert torch.allclose(st[f"{name}.weight"], bn.weight, atol=1e-6)
