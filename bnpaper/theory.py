@@ -246,7 +246,17 @@ def toy_train(cfg: ToyConfig, norm: str = "bn", outliers: bool = True, probe_eve
             rec["outlier_acc"].append(float((mf[mask] > 0).float().mean()) if mask.any() else float("nan"))
             rec["typical_acc"].append(float((mf[~mask] > 0).float().mean()))
         opt.step()
-    return {"record": rec, "probes": probes, "outlier_share": float(mask.float().mean())}
+    return {"record": rec, "probes": probes, "outlier_share": float(mask.float().mean()),
+            "model": model.eval()}
+
+
+@torch.no_grad()
+def toy_test_accuracy(model: Toy, cfg: ToyConfig, n: int = 1000) -> float:
+    """Accuracy on fresh correctly labeled samples (one batch: BN uses its statistics)."""
+    from dataclasses import replace
+
+    x, y, _ = toy_data(replace(cfg, seed=cfg.seed + 10_000, n_typical=n, n_outliers=0), False)
+    return float((model.margins(x, y) > 0).float().mean())
 
 
 # ---------------------------------------------------------------- trained networks
