@@ -1,0 +1,309 @@
+"""The shadow-model pool for membership inference: keep matrix, query augmentations, cached
+shadow training through an executor, and the pool's logits.
+
+Each shadow model is one cached unit (`Store().cached("shadow", config, ...)`, keyed by its
+full training config, its keep column and the pool's data fingerprint). Results are stored on
+the client as each unit finishes, so a killed run loses at most the units in flight and a
+re-run trains only the missing ones.
+
+Executors (`executor=`):
+  "inprocess"         one unit after the other in this process (default)
+  "process[:N]"       a local pool of N worker processes (concurrent.futures, spawn)
+  "dask://host:port"  a running Dask scheduler (`dask.distributed.Client(...).get_executor()`).
+On Slurm, start the cluster with dask-jobqueue and pass its scheduler address, e.g.::
+
+    from dask_jobqueue import SLURMCluster
+    cluster = SLURMCluster(cores=8, memory="32GB", walltime="04:00:00", processes=1)
+    cluster.scale(jobs=16)            # 16 Slurm jobs, one Dask worker each
+    executor = "dask://" + cluster.scheduler_address.removeprefix("tcp://")
+
+Workers need `bnpaper` installed; results travel back to the client, no shared disk needed.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import copy
+import hashlib
+import multiprocessing
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import mia
+from .config import ConfigError, check_choice
+from .data import Split, normalize
+from .models import build_model
+from .store import Store, cache_key
+from .train import TrainConfig, fit
+
+QUERY_MODES = ("eval", "train-batch")
+TRAINERS = ("auto", "plain", "packed")
+
+
+# ---------------------------------------------------------------- keep matrix and queries
+def keep_matrix(m: int, n: int, seed: int) -> np.ndarray:
+    """(M, N) bool: every example is IN for exactly M/2 models, and every model holds
+    floor(N/2) or ceil(N/2) examples (seeded; random swaps balance the model sizes)."""
+    if m < 2 or m % 2:
+        raise ConfigError(f"n_shadows={m} must be an even number >= 2 (balanced keep matrix)")
+    rng = np.random.default_rng(seed)
+    keep = np.argsort(rng.random((m, n)), axis=0) < m // 2
+    sizes = keep.sum(1)
+    while sizes.max() - sizes.min() > 1:
+        a, b = int(sizes.argmax()), int(sizes.argmin())
+        cand = np.flatnonzero(keep[a] & ~keep[b])
+        j = cand[rng.integers(len(cand))]
+        keep[a, j], keep[b, j] = False, True
+        sizes[a] -= 1
+        sizes[b] += 1
+    return keep
+
+
+def query_shifts(image_shape: tuple[int, ...], augment: bool) -> list[tuple[bool, int, int]]:
+    """Query augmentations (mirror, dy, dx) = the training augmentations: none for digits
+    (1 query); for augmented training (CIFAR) mirror x {no shift, +-4 px along each axis}."""
+    if not augment:
+        return [(False, 0, 0)]
+    shifts = [(0, 0), (-4, 0), (4, 0), (0, -4), (0, 4)]
+    return [(f, dy, dx) for f in (False, True) for dy, dx in shifts]
+
+
+def augment_query(x: torch.Tensor, mirror: bool, dy: int, dx: int, pad: int = 4) -> torch.Tensor:
+    """Shift (zero padding, as in training) and optionally mirror a batch (B, C, H, W)."""
+    if dy or dx:
+        h, w = x.shape[-2:]
+        x = F.pad(x, (pad, pad, pad, pad))[..., pad + dy:pad + dy + h, pad + dx:pad + dx + w]
+    return x.flip(-1) if mirror else x
+
+
+@torch.no_grad()
+def query_logits(model: torch.nn.Module, x: torch.Tensor, queries, mode: str = "eval",
+                 batch: int = 1024) -> torch.Tensor:
+    """Logits (N, queries, classes) of normalized images x (N, C, H, W).
+
+    mode "eval" uses running statistics; "train-batch" normalizes with the statistics of each
+    query batch (an ablation) on a copy, so the model's saved statistics never change."""
+    check_choice("bn_query_mode", mode, QUERY_MODES)
+    if mode == "train-batch":
+        model = copy.deepcopy(model).train()
+    else:
+        model.eval()
+    out = []
+    for q in queries:
+        out.append(torch.cat([model(augment_query(x[i:i + batch], *q))
+                              for i in range(0, len(x), batch)]))
+    return torch.stack(out, 1).float()
+
+
+# ---------------------------------------------------------------- one unit of work
+@dataclass(frozen=True)
+class ShadowTask:
+    """Shadows to train together (one model, or K packed LeNets) on rows of one pool."""
+    split: Split
+    cfgs: tuple[TrainConfig, ...]
+    members: tuple[np.ndarray, ...]        # row indices each shadow trains on
+    trainer: str                           # "plain" or "packed"
+    threads: int = 0                       # torch threads in the worker (0: leave as is)
+
+
+def _train_states(task: ShadowTask) -> list[dict]:
+    """The trained weights of every shadow of `task` (the hook tests interrupt)."""
+    if task.trainer == "packed":
+        from .packed import fit_packed
+        return fit_packed(task.split, [torch.as_tensor(m) for m in task.members], list(task.cfgs))
+    states = []
+    for cfg, rows in zip(task.cfgs, task.members):
+        r = torch.as_tensor(rows)
+        s = task.split
+        sub = replace(s, x=s.x[r], y=s.y[r], y_true=s.y_true[r], mask=s.mask[r])
+        states.append(fit(sub, cfg, progress=False).state)
+    return states
+
+
+def train_task(task: ShadowTask) -> list[dict]:
+    """Train the shadows of `task`; return per shadow its state, query logits on the whole pool
+    (N, Q, C) and on the test set (Z, Q, C), and its train/test accuracy."""
+    if task.threads:
+        torch.set_num_threads(task.threads)
+    s = task.split
+    c, h = s.x.shape[1], s.x.shape[2]
+    xs, xt = normalize(s.x, s.mean, s.std), normalize(s.x_test, s.mean, s.std)
+    out = []
+    for cfg, rows, state in zip(task.cfgs, task.members, _train_states(task)):
+        model = build_model(cfg.arch, cfg.norm, c, s.n_classes, h)
+        model.load_state_dict(state)
+        queries = query_shifts(tuple(s.x.shape[1:]), cfg.augment)
+        logits, test_logits = query_logits(model, xs, queries), query_logits(model, xt, queries)
+        pred, inn = logits[:, 0].argmax(1), torch.zeros(len(xs), dtype=torch.bool)
+        inn[torch.as_tensor(rows)] = True
+        out.append({"state": state, "logits": logits, "test_logits": test_logits,
+                    "train_acc": float((pred == s.y)[inn].float().mean()),
+                    "train_clean_acc": float((pred == s.y)[inn & ~s.mask].float().mean()),
+                    "test_acc": float((test_logits[:, 0].argmax(1) == s.y_test).float().mean())})
+    return out
+
+
+# ---------------------------------------------------------------- executors
+class InProcessExecutor(cf.Executor):
+    """Runs each submitted call at once, in this process (the default executor)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        fut: cf.Future = cf.Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller via the future
+            fut.set_exception(exc)
+        return fut
+
+
+def check_executor(spec: str) -> str:
+    """Validate an executor spec ("inprocess", "process", "process:N", "dask://host:port")."""
+    ok = (spec == "inprocess" or spec == "process" or (spec.startswith("process:")
+          and spec[8:].isdigit() and int(spec[8:]) > 0)
+          or (spec.startswith("dask://") and ":" in spec[7:]))
+    if not isinstance(spec, str) or not ok:
+        raise ConfigError(f"executor={spec!r} is not allowed; choose 'inprocess', 'process', "
+                          "'process:N' or 'dask://host:port'")
+    return spec
+
+
+@contextmanager
+def open_executor(spec: str = "inprocess"):
+    """A concurrent.futures-style executor for `spec` and its number of workers."""
+    check_executor(spec)
+    if spec == "inprocess":
+        yield InProcessExecutor(), 1
+    elif spec.startswith("process"):
+        n = int(spec[8:]) if ":" in spec else max(1, multiprocessing.cpu_count())
+        with cf.ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as ex:
+            yield ex, n
+    else:
+        from dask.distributed import Client
+        client = Client("tcp://" + spec[len("dask://"):], timeout="20s")
+        try:
+            n = max(1, sum(w["nthreads"] for w in client.scheduler_info()["workers"].values()))
+            yield client.get_executor(), n
+        finally:
+            client.close()
+
+
+# ---------------------------------------------------------------- the pool
+@dataclass(frozen=True)
+class ShadowPool:
+    """Scores of M shadow models: phi and log p_y on the pool (M, N, Q) and on the test set
+    (M, Z, Q) in float64, correctness (M, N) on the un-augmented query, accuracies (M,)."""
+    keep: np.ndarray
+    phi: np.ndarray
+    logp: np.ndarray
+    test_logp: np.ndarray
+    correct: np.ndarray
+    train_acc: np.ndarray
+    train_clean_acc: np.ndarray
+    test_acc: np.ndarray
+    configs: tuple[dict, ...]
+
+    @property
+    def gap(self) -> np.ndarray:
+        """Train-test accuracy gap of every model (on its own training examples)."""
+        return self.train_acc - self.test_acc
+
+
+def shadow_configs(base: TrainConfig, m: int, seed: int) -> list[TrainConfig]:
+    """The M shadow training configs of one pool: seeds derived from the pool's seed."""
+    return [replace(base, seed=seed * 1000 + i) for i in range(m)]
+
+
+def _unit_config(cfg: TrainConfig, rows: np.ndarray, trainer: str) -> dict:
+    return {"train": asdict(cfg), "trainer": trainer,
+            "keep": hashlib.sha256(np.asarray(rows, np.int64).tobytes()).hexdigest()}
+
+
+def run_shadows(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0,
+                executor: str = "inprocess", trainer: str = "auto", pack_size: int = 8,
+                bn_query_mode: str = "eval", store: Store | None = None,
+                progress: bool = True, threads: int = 0) -> ShadowPool:
+    """Train (or load) the M = len(keep) shadows of `split` and return their scores.
+
+    trainer "auto" packs LeNets (`pack_size` per unit) and trains other archs one by one.
+    bn_query_mode "train-batch" recomputes the queries from the stored weights."""
+    from tqdm.auto import tqdm
+
+    check_choice("trainer", trainer, TRAINERS)
+    check_choice("bn_query_mode", bn_query_mode, QUERY_MODES)
+    if trainer == "auto":
+        trainer = "packed" if base.arch == "lenet" and pack_size > 1 else "plain"
+    if trainer == "packed" and base.arch != "lenet":
+        raise ConfigError(f"trainer='packed' supports arch='lenet' only, not {base.arch!r}")
+    store = store or Store()
+    fp = split.fingerprint()
+    cfgs = shadow_configs(base, len(keep), seed)
+    rows = [np.flatnonzero(k) for k in keep]
+    units = [_unit_config(c, r, trainer) for c, r in zip(cfgs, rows)]
+    missing = [i for i, u in enumerate(units) if not store.has("shadow", u, fp)]
+    size = pack_size if trainer == "packed" else 1
+    groups: list[list[int]] = []
+    for i in missing:  # packed members need index sets of equal length
+        g = next((g for g in groups if len(g) < size and len(rows[g[0]]) == len(rows[i])), None)
+        g.append(i) if g is not None else groups.append([i])
+    done = {}
+    bar = tqdm(total=len(keep), initial=len(keep) - len(missing), disable=not progress,
+               desc=f"shadows {base.arch}/{base.norm}", leave=False)
+    with open_executor(executor) as (ex, n_workers):
+        todo, running = deque(groups), {}
+        while todo or running:
+            while todo and len(running) < n_workers:
+                g = todo.popleft()
+                task = ShadowTask(split, tuple(cfgs[i] for i in g), tuple(rows[i] for i in g),
+                                  "packed" if len(g) > 1 else "plain", threads)
+                running[ex.submit(train_task, task)] = g
+            fin, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
+            for fut in fin:
+                g = running.pop(fut)
+                results = fut.result()  # a failed unit stops the run; finished ones are kept
+                for i, res in zip(g, results):
+                    store.cached("shadow", units[i], lambda res=res: res, data=fp)
+                bar.update(len(g))
+    bar.close()
+    xs = normalize(split.x, split.mean, split.std)
+    c, h = split.x.shape[1], split.x.shape[2]
+    acc = {k: [] for k in ("phi", "logp", "test_logp", "correct", "train_acc",
+                           "train_clean_acc", "test_acc")}
+    for cfg, u in zip(cfgs, units):
+        res = torch.load(store.path("shadow", cache_key("shadow", u, fp)), weights_only=False)
+        logits = res["logits"]
+        if bn_query_mode != "eval":
+            model = build_model(cfg.arch, cfg.norm, c, split.n_classes, h)
+            model.load_state_dict(res["state"])
+            logits = query_logits(model, xs, query_shifts(tuple(split.x.shape[1:]), cfg.augment),
+                                  bn_query_mode)
+        y = split.y.numpy()[:, None]
+        acc["phi"].append(mia.phi(logits.numpy(), y))
+        acc["logp"].append(mia.log_softmax_y(logits.numpy(), y))
+        acc["test_logp"].append(mia.log_softmax_y(res["test_logits"].numpy(),
+                                                  split.y_test.numpy()[:, None]))
+        acc["correct"].append(logits[:, 0].argmax(1).numpy() == split.y.numpy())
+        for k in ("train_acc", "train_clean_acc", "test_acc"):
+            acc[k].append(res[k])
+    return ShadowPool(keep=np.asarray(keep, bool), configs=tuple(asdict(c) for c in cfgs),
+                      **{k: np.asarray(v) for k, v in acc.items()})
+
+
+def n_cached(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0,
+             trainer: str = "auto", pack_size: int = 8, store: Store | None = None) -> int:
+    """How many shadows of this pool are already in the store."""
+    if trainer == "auto":
+        trainer = "packed" if base.arch == "lenet" and pack_size > 1 else "plain"
+    store = store or Store()
+    fp = split.fingerprint()
+    cfgs = shadow_configs(base, len(keep), seed)
+    return sum(store.has("shadow", _unit_config(c, np.flatnonzero(k), trainer), fp)
+               for c, k in zip(cfgs, keep))
+
+
+__all__ = ["keep_matrix", "query_shifts", "query_logits", "run_shadows", "ShadowPool",
+           "open_executor", "check_executor", "train_task", "ShadowTask", "n_cached",
+           "cache_key"]

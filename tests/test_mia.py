@@ -1,0 +1,135 @@
+"""Known-answer tests of the membership-inference scores, attacks and metrics."""
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import expit, logit
+from scipy.stats import norm
+
+from bnpaper import mia
+
+
+def test_phi_matches_float64_reference_on_extreme_logits():
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(200, 10)) * 5
+    z[:50, 3] += 60.0            # p_y -> 1 - 1e-26: float32 softmax would saturate to 1
+    z[50:100, 3] -= 80.0         # p_y -> 1e-35
+    y = np.full(200, 3)
+    z32 = z.astype(np.float32)
+    zr = z32.astype(np.float64)
+    ref = -np.log(np.exp(np.delete(zr, 3, 1) - zr[:, [3]]).sum(1))   # direct float64 formula
+    got = mia.phi(z32, y)
+    assert np.allclose(got, ref, rtol=1e-12, atol=1e-12)
+    assert np.isfinite(got).all() and got[:50].min() > 25 and got[50:100].max() < -40
+    # phi is the logit of p_y where that is representable
+    p = np.exp(mia.log_softmax_y(z[100:], y[100:]))
+    assert np.allclose(mia.phi(z[100:], y[100:]), logit(p), atol=1e-8)
+
+
+def test_phi_and_attacks_reject_nan_and_inf():
+    z = np.zeros((4, 3))
+    z[1, 2] = np.nan
+    with pytest.raises(mia.ScoreError, match="NaN/inf"):
+        mia.phi(z, np.zeros(4, int))
+    s = np.zeros((4, 6, 1))
+    s[0, 0, 0] = np.inf
+    keep = np.array([[1, 0] * 3, [0, 1] * 3] * 2, bool)
+    with pytest.raises(mia.ScoreError):
+        mia.lira(s, keep)
+
+
+def test_auc_of_gaussian_in_out_scores_matches_closed_form():
+    rng = np.random.default_rng(1)
+    d, n = 1.0, 20_000
+    s = np.concatenate([rng.normal(d, 1, n), rng.normal(0, 1, n)])
+    y = np.r_[np.ones(n, bool), np.zeros(n, bool)]
+    expected = norm.cdf(d / np.sqrt(2))
+    se = np.sqrt(expected * (1 - expected) / n)  # generous: Hanley-McNeil is smaller
+    assert abs(mia.auc(s, y) - expected) < 4 * se
+    from sklearn.metrics import roc_auc_score
+    assert mia.auc(s, y) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    # TPR at FPR alpha is Phi(d - z_{1-alpha}) for this pair of Gaussians
+    t = mia.tpr_at_fpr(s, y, 0.01)
+    assert t == pytest.approx(norm.cdf(d - norm.ppf(0.99)), abs=0.02)
+
+
+def _pool(m=16, n=400, effect=0.0, seed=0):
+    """Synthetic pool: phi ~ N(mu_i + effect*IN, 1)."""
+    from bnpaper.shadow import keep_matrix
+    rng = np.random.default_rng(seed)
+    keep = keep_matrix(m, n, seed)
+    mu = rng.normal(0, 3, n)
+    s = mu + effect * keep + rng.normal(0, 1, (m, n))
+    return s[..., None], keep
+
+
+def test_attacks_on_random_scores_have_auc_near_half():
+    s, keep = _pool(effect=0.0)
+    out = mia.lira(s, keep)
+    for name, sc in out.items():
+        aucs = [mia.auc(a, k) for a, k in zip(sc, keep)]
+        assert abs(np.mean(aucs) - 0.5) < 0.03, name
+    logp = -np.abs(s)
+    assert abs(np.mean([mia.auc(a, k) for a, k in zip(mia.loss_attack(logp), keep)]) - 0.5) < 0.03
+    lz = -np.abs(np.random.default_rng(5).normal(size=(16, 300, 1)))
+    r = mia.rmia(logp, lz, keep)
+    assert abs(np.mean([mia.auc(a, k) for a, k in zip(r, keep)]) - 0.5) < 0.03
+
+
+def test_lira_recovers_a_known_membership_shift():
+    d = 1.0
+    s, keep = _pool(m=64, effect=d, n=2000)
+    out = mia.lira(s, keep, targets=range(4))
+    # IN/OUT phi of one example differ by d with unit noise: the Neyman-Pearson optimum is
+    # Phi(d / sqrt 2); 63 shadows estimate the two means well enough to come close
+    ideal = norm.cdf(d / np.sqrt(2))
+    online = np.mean([mia.auc(a, k) for a, k in zip(out["online_fixed"], keep[:4])])
+    assert online == pytest.approx(ideal, abs=0.025)
+    assert np.mean([mia.auc(a, k) for a, k in zip(out["offline"], keep[:4])]) > 0.68
+    # a global threshold cannot see per-example shifts hidden by per-example means
+    glob = mia.auc(s[0, :, 0], keep[0])
+    assert glob < online - 0.1
+
+
+def test_sigma_floor_keeps_scores_finite_with_identical_shadows():
+    keep = np.array([[1, 0, 1, 0], [0, 1, 0, 1]] * 2, bool)
+    s = np.ones((4, 4, 1))
+    out = mia.lira(s, keep, sigma_floor=1e-3)
+    assert all(np.isfinite(v).all() for v in out.values())
+
+
+def test_low_fpr_warning_when_too_few_nonmembers():
+    rng = np.random.default_rng(0)
+    s, y = rng.normal(size=200), np.r_[np.ones(100, bool), np.zeros(100, bool)]
+    with pytest.warns(mia.LowFPRWarning, match="0.001"):
+        res = mia.attack_metrics(s, y, n_boot=20)
+    assert res["resolvable"] == {0.01: True, 0.001: False}
+    e = res["estimates"]["auc"]
+    assert e.lo <= e.value <= e.hi and 0.3 < e.value < 0.7
+
+
+def test_balanced_accuracy_is_one_for_separable_scores():
+    y = np.r_[np.ones(50, bool), np.zeros(50, bool)]
+    s = np.r_[np.arange(50) + 100.0, np.arange(50)]
+    assert mia.balanced_accuracy(s, y) == 1.0 and mia.auc(s, y) == 1.0
+
+
+def test_paired_delta_auc_detects_a_real_difference_and_not_a_fake_one():
+    rng = np.random.default_rng(3)
+    t, n = 8, 1000
+    y = rng.random((t, n)) < 0.5
+    a = y * 1.0 + rng.normal(size=(t, n))        # AUC ~ Phi(1/sqrt2) = 0.76
+    b = y * 0.5 + rng.normal(size=(t, n))        # AUC ~ Phi(0.5/sqrt2) = 0.64
+    est = mia.paired_delta_auc([(a, b, y)], n_boot=200)
+    assert est.lo > 0.05 and est.value == pytest.approx(norm.cdf(1 / 2**.5) - norm.cdf(.5 / 2**.5),
+                                                        abs=0.03)
+    same = mia.paired_delta_auc([(a, a + 1e-9 * rng.normal(size=a.shape), y)], n_boot=200)
+    assert same.lo <= 0 <= same.hi
+    sub = mia.paired_delta_auc([(a, b, y)], [np.arange(n) < 100], n_boot=100)
+    assert sub.hi - sub.lo > est.hi - est.lo     # fewer examples, wider interval
+
+
+def test_memorization_score_of_a_memorized_example():
+    keep = np.array([[1, 0], [0, 1], [1, 0], [0, 1]], bool)
+    correct = np.array([[1, 1], [0, 1], [1, 1], [0, 1]], bool)   # example 0 correct only when IN
+    assert mia.memorization_score(correct, keep).tolist() == [1.0, 0.0]
