@@ -1,0 +1,36 @@
+import json
+import subprocess
+import sys
+
+from bnpaper import report
+
+
+def _write(root, nb, ds, claims):
+    p = root / "results" / nb / ds / "results.json"
+    p.parent.mkdir(parents=True)
+    p.write_text(json.dumps({"claims": claims}))
+
+
+def test_report_table_has_one_row_per_claim_with_interval_accuracy_and_verdict(tmp_path):
+    _write(tmp_path, "01_forced_memorization", "toy", [
+        {"claim": "BN memorizes more", "paper": "higher", "measured": 0.1234, "lo": 0.05,
+         "hi": 0.2, "unit": "acc.", "verdict": "reproduced", "dataset": "toy", "budget": "ci",
+         "clean_test_acc": {"bn": 0.9, "none": 0.88}}])
+    _write(tmp_path, "03_lira", "toy", [
+        {"claim": "AUC up", "paper": ">= 3 points", "measured": -0.01, "lo": -0.02, "hi": 0.01,
+         "verdict": "inconclusive", "dataset": "toy", "budget": "ci"}])
+    rows = report.table(tmp_path).splitlines()[2:]
+    assert rows == [
+        "| 01 | BN memorizes more | higher | 0.123 [0.050, 0.200] acc. | bn: 0.900, none: 0.880 "
+        "| toy / ci | **reproduced** |",
+        "| 03 | AUC up | >= 3 points | -0.010 [-0.020, 0.010] | - | toy / ci | **inconclusive** |"]
+    assert "AUC up" in report.render(tmp_path)
+
+
+def test_runner_bad_input_prints_one_error_line_and_exits_2():
+    for args in (["--dataset", "cifar11"], ["--budget", "ci", "-p", "bogus=1"]):
+        out = subprocess.run([sys.executable, "-m", "bnpaper", "reproduce", "--only", "01", *args],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ")
