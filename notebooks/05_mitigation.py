@@ -344,46 +344,52 @@ display(Markdown("| corruption | model | seeds | final memorization | mean memor
 # balanced keep matrix (every example IN for exactly half of the shadows) shared by both
 # variants, the same shadow seeds: BN and BN + regularizer are compared *paired*. Each shadow
 # is in turn the target and the others are its shadows (`bnpaper.mia.lira`, leave-one-out).
-# Queries: the training augmentation only (none here), logits in eval mode (running
-# statistics). The shadows train one by one through `train.fit` with the regularizer's hooks.
+# Queries: the training augmentations (`shadow.query_shifts`), logits in eval mode (running
+# statistics). BN shadows come from `shadow.run_shadows` (section 3); the regularized shadows
+# train one by one through `train.fit` with the regularizer's hooks (same configs and IN sets).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 lira_out = None
 if lira:
+    import hashlib
+
+    from bnpaper import shadow
+
     pool = data.make_split(ds, lira_n, lira_corruption, noise_frac, 10_000 + seeds[0],
                            ood_source, n_test)
-    keep = mia.keep_matrix(lira_shadows, lira_n, seed=seeds[0])          # (M, N) bool
+    keep = shadow.keep_matrix(lira_shadows, lira_n, seed=seeds[0])          # (M, N) bool
+    base = train.TrainConfig(arch=arch, norm="bn", epochs=lira_epochs, batch_size=batch_size,
+                             lr=lr, weight_decay=weight_decay, augment=augment, seed=0)
+    # BN shadows: section 3's pool (packed LeNets when possible; shared with notebook 03's cache)
+    bn_pool = shadow.run_shadows(pool, base, keep, seed=seeds[0])
+    # BN + regularizer shadows: the same configs, seeds and IN sets, trained one by one by
+    # train.fit with the regularizer's hooks, queried like section 3's shadows
     xs_pool = data.normalize(pool.x, pool.mean, pool.std)
+    queries = shadow.query_shifts(tuple(pool.x.shape[1:]), augment)
 
-    def shadow_logits(mit, m):
-        """Train shadow m on its IN half and return its logits on the pool, (N, 1, classes)."""
-        idx = torch.from_numpy(np.flatnonzero(keep[m]))
-        sub = data.Split(pool.x[idx], pool.y[idx], pool.y_true[idx], pool.mask[idx],
-                         pool.x_test, pool.y_test, pool.n_classes, pool.mean, pool.std)
-        cfg = train.TrainConfig(arch=arch, norm="bn", epochs=lira_epochs, batch_size=batch_size,
-                                lr=lr, weight_decay=weight_decay, augment=augment,
-                                seed=1000 * seeds[0] + m)
-        key = {"train": asdict(cfg), "mitigation": mit.as_dict(), "shadow": m,
-               "pool": {"n": lira_n, "corruption": lira_corruption, "noise_frac": noise_frac}}
+    def reg_shadow(cfg, rows):
+        r = torch.as_tensor(rows)
+        sub = replace(pool, x=pool.x[r], y=pool.y[r], y_true=pool.y_true[r], mask=pool.mask[r])
+        key = {"train": asdict(cfg), "mitigation": HEAD.as_dict(),
+               "keep": hashlib.sha256(np.asarray(rows, np.int64).tobytes()).hexdigest()}
 
         def compute(checkpoint):
-            res = fit_variant(sub, cfg, mit, f"shadow {vname('bn', mit)} {m}", checkpoint)
+            res = fit_variant(sub, cfg, HEAD, f"shadow {HEAD_NAME} {cfg.seed}", checkpoint)
             model = res.model(pool.x.shape[1], pool.n_classes, pool.x.shape[2])
-            with torch.no_grad():
-                z = torch.cat([model(xs_pool[i:i + 2048]) for i in range(0, lira_n, 2048)])
-            return {"logits": z[:, None].double().numpy(), "test_acc": res.history["test_acc"][-1]}
+            return {"logits": shadow.query_logits(model, xs_pool, queries),
+                    "test_acc": res.history["test_acc"][-1]}
 
         return cache.cached("shadow05", key, compute, data=pool.fingerprint(), resumable=True,
-                            modules=("mitigation",))
+                            modules=("mitigation", "shadow"))
 
-    lira_out = {}
-    for mit in (NONE, HEAD):
-        sh = [shadow_logits(mit, m) for m in range(lira_shadows)]
-        logits = np.stack([s["logits"] for s in sh])                         # (M, N, 1, C)
-        scores = mia.phi(logits, pool.y.numpy()[None, :, None])               # (M, N, 1)
-        lira_out[vname("bn", mit)] = {"membership": mia.lira(scores, keep)[lira_variant],
-                                      "test_acc": float(np.mean([s["test_acc"] for s in sh]))}
+    cfgs = shadow.shadow_configs(base, lira_shadows, seeds[0])
+    reg = [reg_shadow(c, np.flatnonzero(k)) for c, k in zip(cfgs, keep)]
+    reg_phi = np.stack([mia.phi(r["logits"].numpy(), pool.y.numpy()[:, None]) for r in reg])
+    lira_out = {"bn": {"membership": mia.lira(bn_pool.phi, keep)[lira_variant],
+                       "test_acc": float(bn_pool.test_acc.mean())},
+                HEAD_NAME: {"membership": mia.lira(reg_phi, keep)[lira_variant],
+                            "test_acc": float(np.mean([r["test_acc"] for r in reg]))}}
     print("LiRA shadows ready")
 
 # %%
