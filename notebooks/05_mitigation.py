@@ -56,9 +56,8 @@ weight_decay = 5e-4              # L2 weight decay (also on gamma)
 augment = False                  # random crop + flip (CIFAR)
 headline_lam = 0.01              # lambda of the regularizer the verdict is about (fixed in advance)
 headline_tau = 1.0               # tau (bound on gamma/sigma) of the headline regularizer
-lams = [0.001, 0.01, 0.1]        # sweep: penalty weights lambda
-taus = [1.0, 2.0]                # sweep: bounds tau of the penalty
-projection_taus = [0.75, 1.0, 1.5]  # sweep: bounds of the hard projection ([] to skip)
+sweep = [[0.001, 1.0], [0.1, 1.0], [0.01, 0.5], [0.01, 2.0]]  # sweep: penalty [lambda, tau] pairs
+projection_taus = [0.75, 1.0]    # sweep: bounds tau of the hard projection ([] to skip)
 sweep_seeds = [0]                # seeds used for the sweep (a subset of seeds)
 acc_tolerance = 0.01             # "keeping clean performance": test accuracy may drop at most this much
 lira = True                      # run the LiRA section (shadow models with and without the regularizer)
@@ -92,11 +91,16 @@ config.check_number("lr", lr, 0.0, 10.0, lo_open=True)
 config.check_number("weight_decay", weight_decay, 0.0, 1.0)
 config.check_number("headline_lam", headline_lam, 0.0, None, lo_open=True)
 config.check_number("headline_tau", headline_tau, 0.0, None, lo_open=True)
-for _name, _vals in (("lams", lams), ("taus", taus), ("projection_taus", projection_taus)):
-    if isinstance(_vals, str) or not isinstance(_vals, (list, tuple)):
-        raise config.ConfigError(f"{_name}={_vals!r} must be a list of positive numbers")
-    for _v in _vals:
-        config.check_number(_name, _v, 0.0, None, lo_open=True)
+if not isinstance(sweep, (list, tuple)) or any(
+        not isinstance(p, (list, tuple)) or len(p) != 2 for p in sweep):
+    raise config.ConfigError(f"sweep={sweep!r} must be a list of [lambda, tau] pairs")
+for _lam, _tau in sweep:
+    config.check_number("sweep lambda", _lam, 0.0, None, lo_open=True)
+    config.check_number("sweep tau", _tau, 0.0, None, lo_open=True)
+if isinstance(projection_taus, str) or not isinstance(projection_taus, (list, tuple)):
+    raise config.ConfigError(f"projection_taus={projection_taus!r} must be a list of positive numbers")
+for _tau in projection_taus:
+    config.check_number("projection_taus", _tau, 0.0, None, lo_open=True)
 config.check_int_list("sweep_seeds", sweep_seeds, lo=0)
 if not set(sweep_seeds) <= set(seeds):
     raise config.ConfigError(f"sweep_seeds={sweep_seeds!r} must be a subset of seeds={seeds!r}")
@@ -139,14 +143,15 @@ print(f"python {platform.python_version()}, torch {torch.__version__}, "
 # For every (corruption, seed) one corrupted training subset; every variant trains on that
 # same subset from the same initialization seed, so differences are *paired*. The headline
 # regularizer (lambda, tau given in the parameters, fixed before the comparison from a pilot
-# run on label flips, seed 0) runs on every seed; the sweep runs on `sweep_seeds`. Each model is
+# run on label flips, seed 0) runs on every seed; the sweep (lambda at fixed tau, tau at fixed
+# lambda, and the projection) runs on `sweep_seeds`. Each model is
 # a cached unit (configuration + mitigation + data fingerprint + package source hash).
 
 # %%
 MC = mitigation.MitigationConfig
 NONE = MC()
 HEAD = MC("penalty", headline_lam, headline_tau)
-SWEEP = [MC("penalty", l, t) for l in lams for t in taus] + [MC("projection", tau=t)
+SWEEP = [MC("penalty", float(l), float(t)) for l, t in sweep] + [MC("projection", tau=t)
                                                              for t in projection_taus]
 
 
