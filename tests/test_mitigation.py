@@ -55,7 +55,7 @@ def test_penalty_value_and_gradient_match_a_hand_computation():
     r = np.abs(gamma) / sigma
     excess = np.maximum(r - tau, 0.0)
     assert excess[0] > 0 and excess[1] == 0      # the case has one active, one inactive channel
-    assert float(p) == pytest.approx(lam * np.sum(excess ** 2), rel=1e-12)
+    assert p.item() == pytest.approx(lam * np.sum(excess ** 2), rel=1e-12)
     d_gamma = 2 * lam * excess * np.sign(gamma) / sigma
     np.testing.assert_allclose(bn.weight.grad.numpy(), d_gamma, rtol=1e-10, atol=1e-14)
     # through sigma: d pen / d x_ic = 2 lam excess_c * (-|gamma_c| / sigma_c^2) * (x_ic - mu_c) / (n sigma_c)
