@@ -206,11 +206,11 @@ def probe_margin_growth(model: Toy, xb: torch.Tensor, yb: torch.Tensor, i: int, 
 
 
 def toy_train(cfg: ToyConfig, norm: str = "bn", outliers: bool = True, probe_every: int = 0,
-              probe_lr: float | None = None, device: str = "cpu") -> dict:
+              probe_lr: float | None = None, max_probes: int = 3, device: str = "cpu") -> dict:
     """Train the toy with minibatch SGD (all parameters) and record, per step: gamma, the batch
     sigma, (gamma/sigma)^2, outliers' share of sum_i |dL/dgamma_i|, mean outlier margin,
     accuracy on outliers (memorization) and on typical samples; with `probe_every`, also
-    margin-growth probes for each outlier in the batch every that many steps, with step
+    margin-growth probes for (up to `max_probes`) outliers in the batch every that many steps, with step
     `probe_lr` (default: the training lr; a tiny one isolates the first-order term)."""
     torch.manual_seed(cfg.seed)
     x, y, mask = toy_data(cfg, outliers, device)
@@ -225,7 +225,7 @@ def toy_train(cfg: ToyConfig, norm: str = "bn", outliers: bool = True, probe_eve
         idx = torch.randperm(n, generator=g)[:cfg.batch_size].to(device)
         xb, yb, mb = x[idx], y[idx], mask[idx]
         if probe_every and norm == "bn" and t % probe_every == 0:
-            for i in torch.nonzero(mb).flatten().tolist():
+            for i in torch.nonzero(mb).flatten().tolist()[:max_probes]:
                 probes.append({"step": t, **probe_margin_growth(model, xb, yb, i, probe_lr or cfg.lr)})
         m = model.margins(xb, yb)
         loss = toy_loss(m).mean()
