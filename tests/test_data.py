@@ -149,3 +149,30 @@ def test_make_split_keeps_true_labels_and_mask():
 def test_bad_noise_frac_is_rejected():
     with pytest.raises(ConfigError, match=r"noise_frac=1.5"):
         data.flip_labels(torch.zeros(10, dtype=torch.long), 1.5, 10, seed=0)
+
+
+def test_failed_download_becomes_a_clear_error(tmp_path, monkeypatch):
+    import urllib.error
+
+    import torchvision.datasets as tvd
+
+    class Offline:
+        def __init__(self, root, train=True, download=False):
+            raise urllib.error.URLError("no route to host")
+    monkeypatch.setattr(tvd, "CIFAR10", Offline)
+    with pytest.raises(data.DatasetNotFoundError, match=r"dataset='cifar10': download into .* failed"):
+        data.load_dataset("cifar10", root=tmp_path / "d", download=True)
+
+
+def test_download_then_load_uses_the_torchvision_layout(tmp_path, monkeypatch):
+    import torchvision.datasets as tvd
+
+    class FakeMNIST:  # stands in for torchvision's downloader: writes the files it would fetch
+        def __init__(self, root, train=True, download=False):
+            _write_mnist_like(Path(root) / "MNIST" / "raw")
+    monkeypatch.setattr(tvd, "MNIST", FakeMNIST)
+    monkeypatch.setitem(data.DATASETS, "mnist", data.DatasetSpec(
+        **{**data.DATASETS["mnist"].__dict__, "system_dirs": ()}))
+    with pytest.raises(data.ChecksumError):  # the fake files do not match MNIST's md5s
+        data.load_dataset("mnist", root=tmp_path / "d", download=True)
+    assert (tmp_path / "d" / "MNIST" / "raw" / "train-images-idx3-ubyte.gz").exists()
