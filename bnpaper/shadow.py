@@ -162,10 +162,10 @@ class InProcessExecutor(cf.Executor):
 
 def check_executor(spec: str) -> str:
     """Validate an executor spec ("inprocess", "process", "process:N", "dask://host:port")."""
-    ok = (spec == "inprocess" or spec == "process" or (spec.startswith("process:")
+    ok = isinstance(spec, str) and (spec == "inprocess" or spec == "process" or (spec.startswith("process:")
           and spec[8:].isdigit() and int(spec[8:]) > 0)
           or (spec.startswith("dask://") and ":" in spec[7:]))
-    if not isinstance(spec, str) or not ok:
+    if not ok:
         raise ConfigError(f"executor={spec!r} is not allowed; choose 'inprocess', 'process', "
                           "'process:N' or 'dask://host:port'")
     return spec
