@@ -231,7 +231,7 @@ def _func_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, to
 
 
 def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int,
-              loop: bool = False) -> dict[str, torch.Tensor]:
+              loop: bool = False, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """Exact batch-coupled per-sample gradients: J^T e_i for the B loss terms of one batch,
     with train-mode BN on copies of the buffers (running statistics stay untouched)."""
     params, rest = _state(model)
@@ -241,16 +241,17 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int,
         z = functional_call(model, {**dict(zip(names, leaves)), **rest}, (x,))
         terms = _loss_terms(z, y)
         b = len(terms)
+        rows = torch.arange(b) if rows is None else rows
         out: list[dict[str, torch.Tensor]] = []
         if loop:
-            for i in range(b):
+            for i in rows.tolist():
                 gs = torch.autograd.grad(terms[i], leaves, retain_graph=True, allow_unused=True)
                 out.append(_sq_from_grads({n: (torch.zeros_like(l) if gr is None else gr)[None]
                                            for n, l, gr in zip(names, leaves, gs)},
                                           param_groups(model)))
         else:
-            eye = torch.eye(b, dtype=terms.dtype, device=terms.device)
-            for s in range(0, b, chunk):
+            eye = torch.eye(b, dtype=terms.dtype, device=terms.device)[rows.to(terms.device)]
+            for s in range(0, len(rows), chunk):
                 e = eye[s:s + chunk]
                 gs = torch.autograd.grad(terms, leaves, grad_outputs=e, retain_graph=True,
                                          is_grads_batched=True, allow_unused=True)
@@ -262,7 +263,8 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int,
 
 def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                           mode: str = "eval", reduction: str = "sum", batch_size: int | None = None,
-                          method: str = "auto", chunk: int = 32) -> GradNorms:
+                          method: str = "auto", chunk: int = 32,
+                          select: torch.Tensor | None = None) -> GradNorms:
     """Per-sample gradient l2 norms of the cross-entropy of `model` on x: (N, C, H, W)
     (normalized floats) with labels y: (N,).
 
@@ -270,7 +272,9 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     whole of x is one batch) and each sample's gradient is taken inside its batch with
     train-mode BN; mode "eval": running statistics (batch-independent). `reduction="mean"`
     divides by the batch size (the sample's share of the mean-reduced batch gradient).
-    The model's mode, parameters and buffers are left as they were.
+    `select` (N,) bool: compute only these samples' norms (the others are NaN); in "batch"
+    mode the unselected samples still shape their batch's statistics, and the cost scales with
+    the number selected. The model's mode, parameters and buffers are left as they were.
     """
     check_choice("mode", mode, MODES)
     check_choice("reduction", reduction, REDUCTIONS)
@@ -285,21 +289,38 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         method = "exact" if coupled else "hooks"
     if coupled and bsz < 2:
         raise ValueError("mode='batch' with BatchNorm needs batches of at least 2 samples")
+    sel = torch.ones(n, dtype=torch.bool) if select is None else select.bool().cpu()
+    if sel.shape != (n,):
+        raise ValueError(f"select must be a bool tensor of shape ({n},), got {tuple(sel.shape)}")
     was = model.training
-    parts: list[dict[str, torch.Tensor]] = []
+    parts: list[tuple[int, dict[str, torch.Tensor]]] = []
     try:
         model.train(coupled)  # train-mode BN only for the batch-coupled definition
         for s in range(0, n, bsz):
             xb, yb = x[s:s + bsz], y[s:s + bsz]
+            rows = torch.nonzero(sel[s:s + bsz]).flatten()
+            if len(rows) == 0:
+                continue
             if method == "hooks":
-                parts.append(_hooks_sq(model, xb, yb))
+                part = _hooks_sq(model, xb, yb)
             elif method == "func":
-                parts.append(_func_sq(model, xb, yb))
+                part = _func_sq(model, xb, yb)
             else:
-                parts.append(_batch_sq(model, xb, yb, chunk, loop=method == "loop"))
+                part = _batch_sq(model, xb, yb, chunk, loop=method == "loop", rows=rows)
+                part = {k: torch.zeros(len(xb), dtype=v.dtype, device=v.device).index_copy(
+                    0, rows.to(v.device), v) for k, v in part.items()}
+            parts.append((s, part))
     finally:
         model.train(was)
-    sq = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+    if not parts:
+        raise ValueError("select chose no sample")
+    sq = {}
+    for k, v in parts[0][1].items():
+        sq[k] = torch.zeros(n, dtype=v.dtype, device=v.device)
+        for s, part in parts:
+            sq[k][s:s + len(part[k])] = part[k]
+    mask = sel.to(x.device)
+    sq = {k: torch.where(mask, v, torch.full_like(v, float("nan"))) for k, v in sq.items()}
     sizes = torch.tensor([min(bsz, n - s) for s in range(0, n, bsz)], dtype=x.dtype)
     scale = (1.0 / sizes).repeat_interleave(sizes.long()) if reduction == "mean" else torch.ones(n)
     return _finish(sq, mode, reduction, scale.to(x.device, x.dtype))
