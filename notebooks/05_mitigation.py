@@ -187,13 +187,9 @@ def train_key(cfg, corr, mit):
 # NBVAL_IGNORE_OUTPUT
 cache = store.Store()
 runs = {}  # (corruption, variant name, seed) -> TrainResult
-plan = []
-for corr in corruptions:
-    for seed in seeds:
-        variants = [("bn", NONE), ("none", NONE), ("bn", HEAD)]
-        if seed in sweep_seeds:
-            variants += [("bn", m) for m in SWEEP]
-        plan += [(corr, seed, norm, m) for norm, m in variants]
+plan = [(corr, seed, norm, m) for corr in corruptions for seed in seeds  # the comparison first,
+        for norm, m in (("bn", NONE), ("none", NONE), ("bn", HEAD))]         # then the sweep
+plan += [(corr, seed, "bn", m) for corr in corruptions for seed in sweep_seeds for m in SWEEP]
 splits = {}
 for corr, seed, norm, mit in plan:
     if (corr, seed) not in splits:
