@@ -1,0 +1,92 @@
+"""Benchmark: per-sample gradient norms against a plain training step, measured in one run.
+
+    /work/venv/bin/python bench/bench_grads.py [--batch 128] [--repeats 3] [--threads 2]
+
+Prints seconds per batch and the ratio to a plain training step (forward + backward + SGD
+step) of the same model and batch, for LeNet-5 on 28x28 inputs:
+  no-BN model: bnpaper hooks, torch.func vmap(grad) (anchor), naive loop (anchor)
+  BN model, "eval":  bnpaper hooks, naive loop (anchor)
+  BN model, "batch": bnpaper exact (batched cotangents), naive loop (anchor)
+Targets: no-BN and "eval" within 2x of a training step, "batch" within 10x.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+
+from bnpaper import grads
+from bnpaper.models import build_model
+
+
+def _time(f, repeats: int) -> float:
+    f()  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _step(model, x, y):
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+    def run():
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    return run
+
+
+def _naive(model, x, y, mode):
+    def run():
+        model.train(mode == "batch")
+        terms = F.cross_entropy(model(x), y, reduction="none")
+        for i in range(len(x)):
+            model.zero_grad(set_to_none=True)
+            terms[i].backward(retain_graph=True)
+            sum(float(p.grad.pow(2).sum()) for p in model.parameters() if p.grad is not None)
+    return run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--arch", default="lenet")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    x = torch.randn(a.batch, 1, 28, 28)
+    y = torch.randint(0, 10, (a.batch,))
+    rows = []
+    for norm in ("none", "bn"):
+        model = build_model(a.arch, norm, 1, 10, 28)
+        step = _time(_step(model, x, y), a.repeats)
+        rows.append((norm, "plain training step", step, 1.0))
+        cases = [("eval", "bnpaper hooks", lambda: grads.per_sample_grad_norms(model, x, y, "eval"))]
+        if norm == "none":
+            cases += [("eval", "torch.func vmap(grad) [anchor]", lambda: grads.per_sample_grad_norms(
+                model, x, y, "eval", method="func"))]
+            cases += [("eval", "naive loop [anchor]", _naive(model, x, y, "eval"))]
+        else:
+            cases += [("eval", "naive loop [anchor]", _naive(model, x, y, "eval")),
+                      ("batch", "bnpaper exact (batched cotangents)",
+                       lambda: grads.per_sample_grad_norms(model, x, y, "batch")),
+                      ("batch", "naive loop [anchor]", _naive(model, x, y, "batch"))]
+        for mode, name, f in cases:
+            t = _time(f, a.repeats)
+            rows.append((norm, f"{mode}: {name}", t, t / step))
+    print(f"{a.arch}, batch {a.batch}, {a.threads} threads, best of {a.repeats}")
+    print(f"{'model':6s} {'method':45s} {'s/batch':>9s} {'x step':>8s}")
+    for norm, name, t, r in rows:
+        print(f"{norm:6s} {name:45s} {t:9.4f} {r:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
