@@ -392,7 +392,7 @@ for ax, arch in zip(axes[0], archs):
                   "batch": [float((r > 1).mean()) for r in r_bat],
                   "all_running": allrun > 1, "all_batch": np.concatenate(r_bat) > 1}
     ax.set(yscale="log", xticks=pos, ylabel=r"$|\gamma|/\sigma$ per channel",
-           title=f"{arch} (BN): {allrun.mean():.0%} of channels > 1 (running var)")
+           title=f"{arch} (BN): {(allrun > 1).mean():.0%} of channels > 1 (running var)")
     ax.set_xticklabels([l["layer"].replace("blocks.", "b") for l in L], rotation=90, fontsize=6)
     ax.plot([], [], color=plots.color("bn"), label=r"$\sigma$ from running variance")
     ax.plot([], [], color="#555555", label=r"$\sigma$ from batch statistics")
