@@ -310,6 +310,10 @@ plots.save_figure(fig, NB, dataset, "memorization_utility")
 # zero and reaches the paper's minimum, *not reproduced* when its upper end stays below that
 # minimum, *inconclusive* otherwise. Without a number (clean data, "the trend holds"):
 # reproduced when the interval is above zero, not reproduced when below, else inconclusive.
+#
+# **Read it next to utility.** A no-BN model that has not fitted its training set (clean test
+# accuracy well below BN's, train-test gap near zero) leaks less because it learned less, not
+# because it lacks BN; compare the accuracy columns before trusting a delta-AUC.
 
 # %%
 def verdict(e, need):
