@@ -5,8 +5,10 @@ from .config import ConfigError, seed_everything
 from .data import Dataset, Split, flip_labels, inject_ood, load_dataset, make_split
 from .models import ARCHS, NORMS, build_model
 from .train import TrainConfig, TrainResult, fit
+from . import grads, mia, mitigation, packed, shadow, stats, store, theory  # noqa: E402
 
 __all__ = ["ConfigError", "seed_everything", "Dataset", "Split", "flip_labels", "inject_ood",
            "load_dataset", "make_split", "ARCHS", "NORMS", "build_model", "TrainConfig",
-           "TrainResult", "fit"]
+           "TrainResult", "fit", "grads", "mia", "mitigation", "packed", "shadow", "stats",
+           "store", "theory"]
 __version__ = "0.1.0"
