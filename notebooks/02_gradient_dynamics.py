@@ -50,7 +50,7 @@ batch_size = 128                 # SGD mini-batch size (also the size of the "ba
 lr = 0.05                        # peak learning rate (cosine schedule, momentum 0.9)
 weight_decay = 5e-4              # L2 weight decay
 augment = False                  # random crop + flip (CIFAR)
-probe_epochs = [0, 1, 2, 4, 7, 10]  # epochs at which gradient norms are recorded (0 = init)
+probe_epochs = [0, 1, 2, 4, 7, 10]  # epochs at which gradient norms are recorded; 0 is the initialization
 n_probe = 1000                   # "eval" probe: random training samples (natural noise share)
 probe_batches = 2                # "batch" probe: training batches; all noisy + as many clean per batch
 download = False                 # allow torchvision to download the dataset if it is missing
