@@ -176,3 +176,35 @@ def check_keys(notebook: str, params: dict[str, Any]) -> None:
     if unknown:
         raise ConfigError(
             f"unknown parameter(s) {unknown} for notebook {notebook}; known: {sorted(known)}")
+
+
+def check_common(params: dict[str, Any]) -> dict[str, Any]:
+    """Check the parameters the section notebooks share, those of them present in `params`
+    (the dict `check_params` returns): dataset, budget, arch, norms (must hold "bn" and
+    "none", the paper's comparison), ood_source, noise_frac in (0, 1), n_train, n_test,
+    epochs, seeds, batch_size (<= n_train), lr and weight_decay. A notebook adds its own
+    checks after this one."""
+    from . import data, models  # here: both import this module
+
+    p = params
+    rules = {
+        "dataset": lambda v: check_choice("dataset", v, data.DATASETS),
+        "budget": lambda v: check_choice("budget", v, BUDGETS),
+        "arch": lambda v: check_choice("arch", v, models.ARCHS),
+        "norms": lambda v: check_choices("norms", v, models.NORMS, min_len=2),
+        "ood_source": lambda v: check_choice("ood_source", v, data.OOD_SOURCES),
+        "noise_frac": lambda v: check_number("noise_frac", v, 0.0, 1.0, lo_open=True, hi_open=True),
+        "n_train": lambda v: check_number("n_train", v, 10, None, integer=True),
+        "n_test": lambda v: check_number("n_test", v, 1, None, integer=True),
+        "epochs": lambda v: check_number("epochs", v, 1, 10_000, integer=True),
+        "seeds": lambda v: check_int_list("seeds", v, lo=0),
+        "batch_size": lambda v: check_number("batch_size", v, 2, p.get("n_train"), integer=True),
+        "lr": lambda v: check_number("lr", v, 0.0, 10.0, lo_open=True),
+        "weight_decay": lambda v: check_number("weight_decay", v, 0.0, 1.0),
+    }
+    for key, rule in rules.items():
+        if key in p:
+            rule(p[key])
+    if "norms" in p and ("bn" not in p["norms"] or "none" not in p["norms"]):
+        raise ConfigError(f"norms={p['norms']!r} must include 'bn' and 'none' (the paper's comparison)")
+    return p

@@ -58,23 +58,9 @@ P = config.check_params(globals(), "01_forced_memorization")
 from bnpaper import data, models
 
 NB = "01_forced_memorization"
-config.check_choice("dataset", dataset, data.DATASETS)
-config.check_choice("budget", budget, config.BUDGETS)
-config.check_choice("arch", arch, models.ARCHS)
-config.check_choices("norms", norms, models.NORMS, min_len=2)
-if "bn" not in norms or "none" not in norms:
-    raise config.ConfigError(f"norms={norms!r} must include 'bn' and 'none' (the paper's comparison)")
+config.check_common(P)
 corruptions = [corruption] if isinstance(corruption, str) else corruption
 config.check_choices("corruption", corruptions, ("flip", "ood"))
-config.check_number("noise_frac", noise_frac, 0.0, 1.0, lo_open=True, hi_open=True)
-config.check_choice("ood_source", ood_source, data.OOD_SOURCES)
-config.check_number("n_train", n_train, 10, None, integer=True)
-config.check_number("n_test", n_test, 1, None, integer=True)
-config.check_number("epochs", epochs, 1, 10_000, integer=True)
-config.check_int_list("seeds", seeds, lo=0)
-config.check_number("batch_size", batch_size, 2, n_train, integer=True)
-config.check_number("lr", lr, 0.0, 10.0, lo_open=True)
-config.check_number("weight_decay", weight_decay, 0.0, 1.0)
 ds = data.load_dataset(dataset, download=download)  # a missing dataset is one clear error here
 config.check_number("n_train", n_train, 10, len(ds.x_train), integer=True)
 if "ood" in corruptions and ood_source not in ("noise", "digits"):

@@ -62,22 +62,8 @@ P = config.check_params(globals(), "02_gradient_dynamics")
 from bnpaper import data, models
 
 NB = "02_gradient_dynamics"
-config.check_choice("dataset", dataset, data.DATASETS)
-config.check_choice("budget", budget, config.BUDGETS)
-config.check_choice("arch", arch, models.ARCHS)
-config.check_choices("norms", norms, models.NORMS, min_len=2)
-if "bn" not in norms or "none" not in norms:
-    raise config.ConfigError(f"norms={norms!r} must include 'bn' and 'none' (the paper's comparison)")
+config.check_common(P)
 config.check_choice("corruption", corruption, ("flip", "ood"))
-config.check_number("noise_frac", noise_frac, 0.0, 1.0, lo_open=True, hi_open=True)
-config.check_choice("ood_source", ood_source, data.OOD_SOURCES)
-config.check_number("n_train", n_train, 10, None, integer=True)
-config.check_number("n_test", n_test, 1, None, integer=True)
-config.check_number("epochs", epochs, 1, 10_000, integer=True)
-config.check_int_list("seeds", seeds, lo=0)
-config.check_number("batch_size", batch_size, 2, n_train, integer=True)
-config.check_number("lr", lr, 0.0, 10.0, lo_open=True)
-config.check_number("weight_decay", weight_decay, 0.0, 1.0)
 config.check_int_list("probe_epochs", probe_epochs, lo=0, min_len=2)
 if max(probe_epochs) > epochs or sorted(probe_epochs) != list(probe_epochs):
     raise config.ConfigError(f"probe_epochs={probe_epochs!r} must be increasing and within 0..epochs={epochs}")

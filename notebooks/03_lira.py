@@ -73,30 +73,20 @@ P = config.check_params(globals(), "03_lira")
 from bnpaper import data, models, shadow
 
 NB = "03_lira"
-config.check_choice("dataset", dataset, data.DATASETS)
-config.check_choice("budget", budget, config.BUDGETS)
-config.check_choice("arch", arch, models.ARCHS)
-config.check_choices("norms", norms, models.NORMS, min_len=2)
-if "bn" not in norms or "none" not in norms:
-    raise config.ConfigError(f"norms={norms!r} must include 'bn' and 'none' (the paper's comparison)")
+config.check_common(P)
 mixes = [outlier_frac] if isinstance(outlier_frac, (int, float)) else list(outlier_frac)
 for f in mixes:
     config.check_number("outlier_frac", f, 0.0, 0.5, hi_open=True)
 if len(set(mixes)) != len(mixes) or not mixes:
     raise config.ConfigError(f"outlier_frac={outlier_frac!r} must be a number or a list of distinct numbers")
 config.check_choice("outlier_kind", outlier_kind, ("flip", "ood"))
-config.check_choice("ood_source", ood_source, data.OOD_SOURCES)
 config.check_number("n_train", n_train, 20, None, integer=True)
 config.check_number("n_test", n_test, 10, None, integer=True)
 config.check_number("n_shadows", n_shadows, 4, None, integer=True)
 if n_shadows % 2:
     raise config.ConfigError(f"n_shadows={n_shadows} must be even (balanced keep matrix)")
-config.check_number("epochs", epochs, 1, 10_000, integer=True)
 config.check_number("batch_size", batch_size, 2, n_train // 2, integer=True)
-config.check_number("lr", lr, 0.0, 10.0, lo_open=True)
-config.check_number("weight_decay", weight_decay, 0.0, 1.0)
 config.check_choice("augment", augment, ("auto", True, False))
-config.check_int_list("seeds", seeds, lo=0)
 shadow.check_executor(executor)
 config.check_choice("trainer", trainer, shadow.TRAINERS)
 if trainer == "packed" and arch != "lenet":

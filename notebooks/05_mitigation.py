@@ -75,20 +75,9 @@ P = config.check_params(globals(), "05_mitigation")
 from bnpaper import data, mia, mitigation, models
 
 NB = "05_mitigation"
-config.check_choice("dataset", dataset, data.DATASETS)
-config.check_choice("budget", budget, config.BUDGETS)
-config.check_choice("arch", arch, models.ARCHS)
+config.check_common(P)
 corruptions = [corruption] if isinstance(corruption, str) else corruption
 config.check_choices("corruption", corruptions, ("flip", "ood"))
-config.check_number("noise_frac", noise_frac, 0.0, 1.0, lo_open=True, hi_open=True)
-config.check_choice("ood_source", ood_source, data.OOD_SOURCES)
-config.check_number("n_train", n_train, 10, None, integer=True)
-config.check_number("n_test", n_test, 1, None, integer=True)
-config.check_number("epochs", epochs, 1, 10_000, integer=True)
-config.check_int_list("seeds", seeds, lo=0)
-config.check_number("batch_size", batch_size, 2, n_train, integer=True)
-config.check_number("lr", lr, 0.0, 10.0, lo_open=True)
-config.check_number("weight_decay", weight_decay, 0.0, 1.0)
 config.check_number("headline_lam", headline_lam, 0.0, None, lo_open=True)
 config.check_number("headline_tau", headline_tau, 0.0, None, lo_open=True)
 if not isinstance(sweep, (list, tuple)) or any(

@@ -75,3 +75,22 @@ def test_only_accepts_numbers_and_names():
 def test_check_number_messages_name_key_value_and_range(name, value, kw, match):
     with pytest.raises(ConfigError, match=match):
         config.check_number(name, value, **kw)
+
+
+@pytest.mark.parametrize("notebook", [nb for nb in config.NOTEBOOKS if nb != "04_theory"])
+def test_check_common_accepts_every_notebooks_defaults(notebook):
+    defaults = config.notebook_defaults(notebook)
+    assert config.check_common(defaults) is defaults
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"dataset": "cifar11"}, r"dataset='cifar11' is not allowed; choose one of \['mnist'"),
+    ({"noise_frac": 1.5}, r"noise_frac=1.5 is out of range; allowed: a number in \(0.0, 1.0\)"),
+    ({"norms": ["bn", "gn"]}, r"norms=\['bn', 'gn'\] must include 'bn' and 'none'"),
+    ({"batch_size": 9000}, r"batch_size=9000 is out of range; allowed: an integer in \[2, 8000\]"),
+    ({"seeds": [0, 0]}, r"seeds=\[0, 0\] must not repeat values"),
+])
+def test_check_common_names_the_bad_parameter(over, match):
+    params = {**config.notebook_defaults("01_forced_memorization"), **over}
+    with pytest.raises(config.ConfigError, match=match):
+        config.check_common(params)
