@@ -87,8 +87,14 @@ def write_report(root: Path | None = None) -> str:
     return table(root)
 
 
-def readme_block(root: Path | None = None) -> str:
-    return f"{START}\n{table(root or repo_root())}\n{END}"
+def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> str:
+    """The README's report block: the claims table of the committed results of `dataset`
+    and the first key figure of each notebook (paths relative to the repository root)."""
+    root = root or repo_root()
+    figs = [f"![{nb} {Path(f).stem}]({f})" for nb, _, res in collect(root, dataset)
+            for f in _figures(root, nb, dataset, res)[:1]]
+    body = table(root, dataset) + ("\n\n" + "\n".join(figs) if figs else "")
+    return f"{START}\n{body}\n{END}"
 
 
 def update_readme(readme: Path | None = None) -> None:

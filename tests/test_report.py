@@ -34,3 +34,16 @@ def test_runner_bad_input_prints_one_error_line_and_exits_2():
         assert out.returncode == 2
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ")
+
+
+def test_readme_block_holds_the_table_and_one_key_figure_per_notebook(tmp_path):
+    _write(tmp_path, "01_forced_memorization", "fashion_mnist", [
+        {"claim": "c", "measured": 1.0, "verdict": "reproduced"}])
+    res = tmp_path / "results" / "01_forced_memorization" / "fashion_mnist" / "results.json"
+    res.write_text(json.dumps({"claims": [{"claim": "c", "measured": 1.0}],
+                               "key_figures": ["figures/01/a.png", "figures/01/b.png"]}))
+    _write(tmp_path, "03_lira", "other_dataset", [{"claim": "not this dataset", "measured": 2.0}])
+    block = report.readme_block(tmp_path)
+    assert block.startswith(report.START) and block.endswith(report.END)
+    assert "| 01 | c |" in block and "not this dataset" not in block
+    assert block.count("![") == 1 and "(figures/01/a.png)" in block
