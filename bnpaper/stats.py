@@ -1,10 +1,17 @@
-"""Small statistics shared by the notebooks: bootstrap intervals and curve summaries."""
+"""Small statistics shared by the notebooks: intervals over seeds (Student t), bootstrap
+intervals over many units (targets, examples), the verdict rule, and curve summaries.
+
+Why two intervals: a notebook compares BN with no-BN over a handful of seeds. A percentile
+bootstrap of 3 values is the min-max range of the seeds (each extreme is resampled three
+times with probability 1/27 > 2.5%), so it overstates certainty; over seeds we use the t
+interval, mean +- t_{n-1} s / sqrt(n). The bootstrap serves where there are many units."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+from scipy import stats as _sps
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,50 @@ def bootstrap_mean(values: Sequence[float], n_boot: int = 10_000, level: float =
     a = (1 - level) / 2
     return Estimate(float(v.mean()), float(np.quantile(means, a)),
                     float(np.quantile(means, 1 - a)), int(v.size), level)
+
+
+def t_mean(values: Sequence[float], level: float = 0.95) -> Estimate:
+    """Mean of `values` (one per seed) with the Student-t interval mean +- t_{n-1} s/sqrt(n).
+    A single value has no spread to estimate: its interval is (-inf, inf)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0 or not np.all(np.isfinite(v)):
+        raise ValueError(f"t_mean needs finite values, got {v.tolist()}")
+    m = float(v.mean())
+    if v.size < 2:
+        return Estimate(m, -np.inf, np.inf, 1, level)
+    half = float(_sps.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
+    return Estimate(m, m - half, m + half, int(v.size), level)
+
+
+def t_paired_diff(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Estimate:
+    """Mean of a - b over paired runs (same seed) with the Student-t interval."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired values need equal shapes, got {a.shape} and {b.shape}")
+    return t_mean(a - b, level)
+
+
+VERDICTS = ("reproduced", "not reproduced", "inconclusive")
+
+
+def verdict(est: Estimate, need: float = 0.0, acc_advantage: float | None = None,
+            acc_tolerance: float | None = None) -> str:
+    """The verdict on a claim "the effect is positive and at least `need`", from an estimate
+    of the effect (BN minus no-BN, or a ratio minus its null value):
+
+      reproduced      the interval excludes 0 (lo > 0) and the estimate reaches `need`
+      not reproduced  the interval lies below `need` (hi < need; for need = 0: the opposite sign)
+      inconclusive    otherwise, or when a "reproduced" comparison is confounded: BN's clean
+                      test accuracy exceeds the other model's by more than `acc_tolerance`
+                      (`acc_advantage`), so the other model may leak less because it learned less.
+    """
+    if est.hi < need:
+        return "not reproduced"
+    if est.lo > 0 and est.value >= need:
+        if acc_advantage is not None and acc_tolerance is not None and acc_advantage > acc_tolerance:
+            return "inconclusive"
+        return "reproduced"
+    return "inconclusive"
 
 
 def bootstrap_paired_diff(a: Sequence[float], b: Sequence[float], **kw) -> Estimate:

@@ -1,0 +1,56 @@
+import math
+
+import numpy as np
+import pytest
+
+from bnpaper import stats
+
+
+def test_t_mean_equals_the_closed_form_student_interval():
+    e = stats.t_mean([1.0, 2.0, 3.0])
+    p = 0.975   # Student t with 2 degrees of freedom has the closed-form quantile below
+    half = (2 * p - 1) / math.sqrt(2 * p * (1 - p)) / math.sqrt(3)   # t_{0.975,2} s / sqrt(n), s = 1
+    assert (e.value, e.n) == (2.0, 3)
+    assert e.lo == pytest.approx(2.0 - half, abs=1e-12) and e.hi == pytest.approx(2.0 + half, abs=1e-12)
+
+
+def test_t_paired_diff_is_the_t_interval_of_the_differences():
+    a, b = [0.9, 0.8, 0.85, 0.7], [0.5, 0.45, 0.6, 0.4]
+    assert stats.t_paired_diff(a, b) == stats.t_mean(np.subtract(a, b))
+    with pytest.raises(ValueError, match="equal shapes"):
+        stats.t_paired_diff([1.0, 2.0], [1.0])
+
+
+def test_a_single_seed_has_an_unbounded_t_interval():
+    e = stats.t_mean([0.3])
+    assert e.lo == -math.inf and e.hi == math.inf and stats.verdict(e) == "inconclusive"
+
+
+def test_bootstrap_of_three_seeds_collapses_to_their_range_which_is_why_seeds_use_t():
+    v = [0.1, 0.2, 0.6]
+    b = stats.bootstrap_mean(v)
+    assert (b.lo, b.hi) == (pytest.approx(0.1), pytest.approx(0.6))
+    t = stats.t_mean(v)
+    assert t.lo < b.lo and t.hi > b.hi
+
+
+@pytest.mark.parametrize("value, lo, hi, need, adv, want", [
+    (0.3, 0.1, 0.5, 0.0, None, "reproduced"),
+    (0.3, -0.1, 0.7, 0.0, None, "inconclusive"),
+    (-0.3, -0.5, -0.1, 0.0, None, "not reproduced"),
+    (5.0, 2.0, 8.0, 4.0, None, "reproduced"),          # AUC +5 points vs the paper's >= 4
+    (3.0, 2.0, 4.5, 4.0, None, "inconclusive"),        # positive, but below the paper's number
+    (2.0, 1.0, 3.0, 4.0, None, "not reproduced"),      # the whole interval below the paper's number
+    (0.3, 0.1, 0.5, 0.0, 0.10, "inconclusive"),        # BN learned 10 points more: confounded
+    (0.3, 0.1, 0.5, 0.0, -0.02, "reproduced"),         # the no-BN model is the more accurate one
+])
+def test_verdict_rule(value, lo, hi, need, adv, want):
+    e = stats.Estimate(value, lo, hi, 3)
+    assert stats.verdict(e, need, acc_advantage=adv, acc_tolerance=0.05) == want
+
+
+def test_epochs_to_and_area_under_curve_on_known_curves():
+    ep = [0, 1, 2, 3, 4]
+    assert stats.epochs_to([0.0, 0.2, 0.6, 0.95, 1.0], ep, 0.5) == 2.0
+    assert stats.epochs_to([0.0, 0.1, 0.2, 0.3, 0.4], ep, 0.5) == math.inf
+    assert stats.area_under_curve([0.0, 0.25, 0.5, 0.75, 1.0], ep) == pytest.approx(0.5)
