@@ -34,6 +34,7 @@ sync:
 	.venv/bin/jupytext --sync notebooks/*.py
 
 bench: setup
+	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m bnpaper.bench
 
 clean:

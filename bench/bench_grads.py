@@ -4,7 +4,8 @@
 
 Prints seconds per batch and the ratio to a plain training step (forward + backward + SGD
 step) of the same model and batch, for LeNet-5 on 28x28 inputs:
-  no-BN model: bnpaper hooks, torch.func vmap(grad) (anchor), naive loop (anchor)
+  no-BN model: bnpaper hooks, torch.func vmap(grad) (anchor), Opacus GradSampleModule
+               (anchor, if `pip install opacus`; pip install -e .[bench]), naive loop (anchor)
   BN model, "eval":  bnpaper hooks, naive loop (anchor)
   BN model, "batch": bnpaper exact (batched cotangents), naive loop (anchor)
 Targets: no-BN and "eval" within 2x of a training step, "batch" within 10x.
@@ -53,6 +54,24 @@ def _naive(model, x, y, mode):
     return run
 
 
+def _opacus(model, x, y):
+    """Opacus' per-sample gradients (GradSampleModule hooks) and their l2 norms, or None."""
+    try:
+        from opacus import GradSampleModule
+    except ImportError:
+        return None
+    gsm = GradSampleModule(model, loss_reduction="sum")
+
+    def run():
+        gsm.zero_grad(set_to_none=True)
+        for p in gsm.parameters():
+            p.grad_sample = None
+        F.cross_entropy(gsm(x), y, reduction="sum").backward()
+        sum(p.grad_sample.reshape(len(x), -1).pow(2).sum(1) for p in gsm.parameters()
+            if p.requires_grad).sqrt()
+    return run
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=128)
@@ -73,6 +92,11 @@ def main() -> None:
         if norm == "none":
             cases += [("eval", "torch.func vmap(grad) [anchor]", lambda: grads.per_sample_grad_norms(
                 model, x, y, "eval", method="func"))]
+            opacus = _opacus(build_model(a.arch, norm, 1, 10, 28), x, y)
+            if opacus is not None:
+                cases += [("eval", "Opacus GradSampleModule [anchor]", opacus)]
+            else:
+                print("Opacus is not installed: its anchor is skipped (pip install opacus)")
             cases += [("eval", "naive loop [anchor]", _naive(model, x, y, "eval"))]
         else:
             cases += [("eval", "naive loop [anchor]", _naive(model, x, y, "eval")),
