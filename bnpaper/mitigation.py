@@ -16,13 +16,18 @@ Two ways to bound the ratio, both generic (any model whose BN layers are
   [-tau * sigma_c, tau * sigma_c] with sigma_c from the running statistics. Use it as
   `fit(..., after_step=proj)`.
 
-`gamma_sigma(model)` returns the per-channel ratios (running statistics) for histograms.
+`gamma_sigma(model)` returns the per-channel ratios (running statistics) for histograms;
+`fit_mitigated(split, cfg, mit)` is `train.fit` with a `MitigationConfig`'s hooks (removed
+afterwards); `relative_reductions(base, mitigated)` the per-seed share of the baseline's
+memorization that a mitigation removes.
 """
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import Sequence
 
+import numpy as np
 import torch
 import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
@@ -190,3 +195,28 @@ class MitigationConfig:
         if self.method == "projection":
             return None, GammaSigmaProjection(self.tau)
         return None, None
+
+
+def fit_mitigated(split, cfg, mit: MitigationConfig, **kw):
+    """`bnpaper.train.fit(split, cfg, **kw)` with the regularizer / projection of `mit`; the
+    regularizer's hooks are removed afterwards, also when training fails. Every variant of a
+    comparison (method "none" included) goes through this one trainer."""
+    from .train import fit
+    reg, proj = mit.hooks()
+    try:
+        return fit(split, cfg, regularizer=reg, after_step=proj, **kw)
+    finally:
+        if reg is not None:
+            reg.remove()
+
+
+def relative_reductions(base: Sequence[float], mitigated: Sequence[float]) -> np.ndarray:
+    """Per paired run: 1 - mitigated / base, the share of the baseline's memorization that the
+    mitigation removes (1: all of it, 0: none, < 0: more memorization). A baseline of 0 leaves
+    nothing to reduce and has no defined share: it raises."""
+    b, m = np.asarray(base, np.float64), np.asarray(mitigated, np.float64)
+    if b.shape != m.shape:
+        raise ValueError(f"paired values need equal shapes, got {b.shape} and {m.shape}")
+    if np.any(b <= 0):
+        raise ValueError(f"the baseline memorization must be > 0 in every run, got {b.tolist()}")
+    return 1.0 - m / b

@@ -293,3 +293,25 @@ def gamma_sigma(model: nn.Module, x: torch.Tensor, batch_size: int = 128, n_batc
         out.append({"layer": name, "ratio_running": (gam / s_run).cpu(),
                     "ratio_batch": (gam / s_batch).cpu(), "gamma": gam.cpu()})
     return out
+
+
+# ---------------------------------------------------------------- summaries
+def ratio_by_run(run_ids, dm_bn, dm_predicted) -> tuple[list, list[float]]:
+    """The ratio estimator of measured / predicted margin growth, one value per run:
+    sum(dm_bn) / sum(dm_predicted) over the run's probes (dm_predicted = (gamma/sigma)^2 times
+    the twin's margin change). No probe is dropped: one whose margin fell (dm_bn <= 0) lowers
+    its run's ratio instead of vanishing from a log. Returns (run ids in sorted order, ratios)."""
+    import numpy as np
+
+    ids = [tuple(r) if np.ndim(r) else r for r in run_ids]
+    num, den = np.asarray(dm_bn, float), np.asarray(dm_predicted, float)
+    if not (len(ids) == len(num) == len(den)):
+        raise ValueError("run_ids, dm_bn and dm_predicted need one entry per probe")
+    if np.any(den <= 0):
+        raise ValueError("predicted margin changes must be positive (a decreasing loss)")
+    keys = sorted(set(ids))
+    out = []
+    for k in keys:
+        sel = np.array([i == k for i in ids])
+        out.append(float(num[sel].sum() / den[sel].sum()))
+    return keys, out

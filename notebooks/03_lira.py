@@ -263,7 +263,7 @@ for ax, group in zip(axes[0], groups_hi):
         ax.plot(fpr, tpr, color=plots.color(norm), label=f"{plots.label(norm)} (mean per-target AUC {a:.3f})")
     ax.plot([1e-4, 1], [1e-4, 1], color="grey", lw=0.8, ls=":")
     ax.set(xscale="log", yscale="log", xlim=(1e-3, 1), ylim=(1e-3, 1), xlabel="false positive rate",
-           ylabel="true positive rate", title=f"online LiRA: {group} examples, {mix_hi:.0%} outliers")
+           ylabel="true positive rate", title=f"online LiRA: {'all examples' if group == 'all' else 'outliers only'}, {mix_hi:.0%} outliers")
     ax.legend(loc="lower right")
 fig.tight_layout()
 plots.save_figure(fig, NB, dataset, "roc_loglog")

@@ -225,3 +225,26 @@ def test_penalty_and_projection_on_a_packed_model_equal_the_members_own():
         st = packed.member_state(i)
         for name, bn in mitigation.affine_bn_layers(m):
             assert torch.allclose(st[f"{name}.weight"], bn.weight, atol=1e-6)
+
+
+def test_fit_mitigated_matches_fit_and_removes_hooks():
+    sp = _tiny_split()
+    cfg = TrainConfig(arch="lenet", norm="bn", epochs=1, batch_size=32, lr=0.05, seed=0)
+    before = _global_hooks()
+    plain = fit(sp, cfg, progress=False)
+    same = mitigation.fit_mitigated(sp, cfg, mitigation.MitigationConfig(), progress=False)
+    for k, v in plain.state.items():
+        assert torch.equal(v, same.state[k])
+    pen = mitigation.fit_mitigated(sp, cfg, mitigation.MitigationConfig("penalty", 50.0, 0.3),
+                                   progress=False)
+    assert _global_hooks() == before
+    assert any(not torch.equal(v, pen.state[k]) for k, v in plain.state.items())
+
+
+def test_relative_reductions():
+    np.testing.assert_allclose(mitigation.relative_reductions([0.8, 0.5], [0.2, 0.5]), [0.75, 0.0])
+    assert mitigation.relative_reductions([0.4], [0.6])[0] == pytest.approx(-0.5)
+    with pytest.raises(ValueError, match="> 0"):
+        mitigation.relative_reductions([0.0, 0.5], [0.0, 0.1])
+    with pytest.raises(ValueError, match="equal shapes"):
+        mitigation.relative_reductions([0.5], [0.1, 0.2])

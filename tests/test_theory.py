@@ -122,3 +122,19 @@ def test_gamma_sigma_reads_every_bn_layer_and_keeps_running_stats():
     after = {k: v for k, v in model.state_dict().items() if "running" in k}
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert model.training
+
+
+def test_ratio_by_run_keeps_falling_probes_and_pools_within_runs():
+    ids = [(1.0, 0), (1.0, 0), (3.0, 0), (3.0, 1)]
+    keys, r = T.ratio_by_run(ids, [2.0, -1.0, 3.0, 4.0], [1.0, 1.0, 2.0, 4.0])
+    assert keys == [(1.0, 0), (3.0, 0), (3.0, 1)]
+    assert r == pytest.approx([0.5, 1.5, 1.0])  # the falling probe lowers run (1, 0) to 1/2
+    with pytest.raises(ValueError):
+        T.ratio_by_run(ids, [1.0] * 4, [1.0, 0.0, 1.0, 1.0])
+
+
+def test_log_factor_splits_into_gamma_and_sigma_parts():
+    r = T.toy_train(T.ToyConfig(d=50, n_typical=30, n_outliers=2, steps=20, batch_size=16), "bn")
+    rec = {k: torch.tensor(r["record"][k], dtype=torch.float64) for k in ("factor", "gamma", "sigma")}
+    parts = 2 * rec["gamma"].abs().log() - 2 * rec["sigma"].log()
+    assert torch.allclose(rec["factor"].log(), parts, atol=1e-5)
