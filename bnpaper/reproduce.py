@@ -15,7 +15,8 @@ from typing import Any, Sequence
 
 import yaml
 
-from .config import BUDGETS, NOTEBOOKS, ConfigError, check_choice, notebook_defaults, repo_root
+from .config import (BUDGETS, NOTEBOOKS, ConfigError, cache_root, check_choice, notebook_defaults,
+                     output_root, repo_root)
 from .data import DATASETS
 
 
@@ -106,6 +107,7 @@ def run(dataset: str, budget: str, only: Sequence[str] | None = None,
         os.environ["BNPAPER_OUTPUT"] = str(out.resolve())
         log(f"[bnpaper] budget {budget}: figures and results go to {out}")
     records = []
+    cached = cache_entries()
     for nb, params in plan.items():
         src = repo_root() / "notebooks" / f"{nb}.ipynb"
         dst = out / f"{nb}.ipynb"
@@ -115,5 +117,25 @@ def run(dataset: str, budget: str, only: Sequence[str] | None = None,
                             cwd=str(out), progress_bar=False)
         dt = time.perf_counter() - t0
         log(f"[bnpaper] {nb}: done in {dt:.0f} s")
+        write_run_time(nb, dataset, budget, dt, cached)
         records.append(RunRecord(nb, dst, dt))
     return records
+
+
+def cache_entries() -> int:
+    """How many finished units the run cache holds (0: the run starts from nothing)."""
+    root = cache_root()
+    return sum(1 for _ in root.glob("*/*.json")) if root.exists() else 0
+
+
+def write_run_time(notebook: str, dataset: str, budget: str, seconds: float,
+                   cache_entries_at_start: int) -> Path:
+    """Record a notebook's wall time next to its results (the report shows it)."""
+    import json
+
+    from .store import atomic_write_bytes
+    path = output_root() / "results" / notebook / dataset / "run_time.json"
+    rec = {"notebook": notebook, "dataset": dataset, "budget": budget, "seconds": round(seconds, 1),
+           "cpu_count": os.cpu_count(), "cache_entries_at_start": cache_entries_at_start}
+    atomic_write_bytes(path, (json.dumps(rec, indent=1) + "\n").encode())
+    return path

@@ -47,3 +47,21 @@ def test_readme_block_holds_the_table_and_one_key_figure_per_notebook(tmp_path):
     assert block.startswith(report.START) and block.endswith(report.END)
     assert "| 01 | c |" in block and "not this dataset" not in block
     assert block.count("![") == 1 and "(figures/01/a.png)" in block
+
+
+def test_runner_records_run_times_and_the_report_prints_them(tmp_path, monkeypatch):
+    from bnpaper import reproduce
+    monkeypatch.setenv("BNPAPER_OUTPUT", str(tmp_path))
+    monkeypatch.setenv("BNPAPER_CACHE", str(tmp_path / "cache"))
+    assert reproduce.cache_entries() == 0
+    (tmp_path / "cache" / "train").mkdir(parents=True)
+    (tmp_path / "cache" / "train" / "k.json").write_text("{}")
+    assert reproduce.cache_entries() == 1
+    reproduce.write_run_time("01_forced_memorization", "fashion_mnist", "quick", 583.2, 0)
+    reproduce.write_run_time("03_lira", "fashion_mnist", "quick", 104.0, 3)
+    line = report.run_time_line(tmp_path)
+    assert line.startswith("Run time (quick budget, fashion_mnist, ")
+    assert "01 583 s · 03 104 s · total 11.5 min" in line
+    assert "notebooks 03 started with cached units" in line
+    assert line in report.readme_block(tmp_path) and line in report.render(tmp_path)
+    assert report.run_time_line(tmp_path, "mnist") == ""
