@@ -46,9 +46,9 @@ arch = "lenet"                   # lenet | resnet20 | resnet18 | densenet
 corruption = ["flip", "ood"]     # "flip", "ood", or both as a list
 noise_frac = 0.1                 # share of training samples corrupted, in (0, 1)
 ood_source = "digits"            # OOD images: noise | digits | mnist | fashion_mnist | cifar10 | cifar100
-n_train = 1500                   # training samples drawn from the training set (seeded)
-n_test = 1000                    # clean test samples used for test accuracy
-epochs = 15                      # training epochs
+n_train = 800                    # training samples drawn from the training set (seeded)
+n_test = 500                     # clean test samples used for test accuracy
+epochs = 12                      # training epochs
 seeds = [0, 1, 2]                # seeds of the BN / BN+regularizer / no-BN comparison (paired)
 batch_size = 64                  # SGD mini-batch size
 lr = 0.05                        # peak learning rate (cosine schedule, momentum 0.9)
@@ -56,16 +56,16 @@ weight_decay = 5e-4              # L2 weight decay (also on gamma)
 augment = False                  # random crop + flip (CIFAR)
 headline_lam = 0.01              # lambda of the regularizer the verdict is about (fixed in advance, not taken from the sweep)
 headline_tau = 1.0               # tau (bound on gamma/sigma) of the headline regularizer (fixed in advance)
-sweep = [[0.001, 1.0], [0.1, 1.0], [0.01, 0.5]]  # sweep: penalty [lambda, tau] pairs
-projection_taus = [1.0]          # sweep: bounds tau of the hard projection ([] to skip)
+sweep = [[0.001, 1.0]]           # sweep: penalty [lambda, tau] pairs
+projection_taus = []             # sweep: bounds tau of the hard projection ([] to skip)
 sweep_seeds = [0]                # seeds used for the sweep (a subset of seeds)
 acc_tolerance = 0.01             # "keeping clean performance": test accuracy may drop at most this much
 min_relative_reduction = 0.25    # "substantially": the regularizer must remove at least this share of BN's memorization
 lira = True                      # run the LiRA section (shadow models with and without the regularizer)
 lira_corruption = "flip"         # corruption of the LiRA pool: flip | ood | none
-lira_n = 1500                    # LiRA pool: examples; every shadow trains on half of them
+lira_n = 600                     # LiRA pool: examples; every shadow trains on half of them
 lira_shadows = 8                 # shadow models per variant (each is in turn the target)
-lira_epochs = 15                 # training epochs of each shadow model
+lira_epochs = 10                 # training epochs of each shadow model
 lira_variant = "online_fixed"    # online | online_fixed | offline | offline_fixed (fixed: few shadows)
 download = False                 # allow torchvision to download the dataset if it is missing
 
@@ -251,7 +251,9 @@ for ax, corr in zip(axes[0], corruptions):
         ax.annotate(name.split("(")[1].rstrip(")"), (mem, acc), fontsize=6,
                     xytext=(3, 2), textcoords="offset points")
     ax.scatter([], [], marker="o", color=plots.color("bn_reg"), label="BN + penalty")
-    ax.scatter([], [], marker="s", color=plots.color("bn_reg"), alpha=0.6, label="BN + projection")
+    if projection_taus:
+        ax.scatter([], [], marker="s", color=plots.color("bn_reg"), alpha=0.6,
+                   label="BN + projection")
     seeds_txt = (f"seed {sweep_seeds[0]}" if len(sweep_seeds) == 1
                  else f"mean of seeds {', '.join(map(str, sweep_seeds))}")
     ax.set(title=f"{'label flips' if corr == 'flip' else 'OOD samples'} ({seeds_txt})",
