@@ -94,3 +94,10 @@ def test_check_common_names_the_bad_parameter(over, match):
     params = {**config.notebook_defaults("01_forced_memorization"), **over}
     with pytest.raises(config.ConfigError, match=match):
         config.check_common(params)
+
+
+def test_quick_budget_is_every_notebooks_default():
+    quick = yaml.safe_load((config.repo_root() / "params" / "quick.yaml").read_text())
+    for nb, section in quick.items():
+        defaults = config.notebook_defaults(nb)
+        assert {k: defaults[k] for k in section} == section, nb
