@@ -118,6 +118,7 @@ class _Recorder:
     def __init__(self, model: nn.Module):
         self.model = model
         self.records: list[tuple[nn.Module, torch.Tensor, torch.Tensor, list]] = []
+        self.outputs: list[torch.Tensor] = []
         self.handles = []
         self.groups = param_groups(model)
         self.names = {id(p): n for n, p in model.named_parameters()}
@@ -140,7 +141,7 @@ class _Recorder:
 
     def _hook(self, mod, inp, out):
         box: list = []
-        out.register_hook(lambda g: box.append(g.detach()))
+        self.outputs.append(out)   # its gradient is taken directly (no weight gradients needed)
         self.records.append((mod, inp[0].detach(), out.detach(), box))
 
     def remove(self):
@@ -197,8 +198,11 @@ def _hooks_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, t
     try:
         with torch.enable_grad():
             loss = _loss_terms(model(x), y).sum()
-            params = [p for p in model.parameters() if p.requires_grad]
-            torch.autograd.grad(loss, params)
+            # gradients w.r.t. the recorded layer outputs only: the backward pass skips the
+            # weight-gradient products that a training step computes
+            outs = torch.autograd.grad(loss, rec.outputs, allow_unused=True)
+            for (_, _, out, box), g in zip(rec.records, outs):
+                box.append(torch.zeros_like(out) if g is None else g.detach())
         return rec.squared_norms()
     finally:
         rec.remove()
