@@ -230,7 +230,7 @@ for j, group in enumerate(("all", "outliers")):
     if es:
         ax.errorbar(xs, [100 * e.value for e in es],
                     yerr=[[100 * (e.value - e.lo) for e in es], [100 * (e.hi - e.value) for e in es]],
-                    fmt="o", capsize=3, label=f"{group} examples")
+                    fmt="o", capsize=3, label="all examples" if group == "all" else "outliers only")
 paper_min = {0.01: 3.0, 0.05: 4.0}
 for i, mix in enumerate(mixes):
     if mix in paper_min:
