@@ -69,9 +69,6 @@ def t_paired_diff(a: Sequence[float], b: Sequence[float], level: float = 0.95) -
     return t_mean(a - b, level)
 
 
-VERDICTS = ("reproduced", "not reproduced", "inconclusive")
-
-
 def verdict(est: Estimate, need: float = 0.0, acc_advantage: float | None = None,
             acc_tolerance: float | None = None) -> str:
     """The verdict on a claim "the effect is positive and at least `need`", from an estimate
@@ -90,14 +87,6 @@ def verdict(est: Estimate, need: float = 0.0, acc_advantage: float | None = None
             return "inconclusive"
         return "reproduced"
     return "inconclusive"
-
-
-def bootstrap_paired_diff(a: Sequence[float], b: Sequence[float], **kw) -> Estimate:
-    """Mean of a - b over paired runs (same seed) with a bootstrap interval."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    if a.shape != b.shape:
-        raise ValueError(f"paired values need equal shapes, got {a.shape} and {b.shape}")
-    return bootstrap_mean(a - b, **kw)
 
 
 def epochs_to(curve: Sequence[float], epochs: Sequence[int], threshold: float) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import sympy as sp
 import torch
 import torch.nn as nn
@@ -301,8 +302,6 @@ def ratio_by_run(run_ids, dm_bn, dm_predicted) -> tuple[list, list[float]]:
     sum(dm_bn) / sum(dm_predicted) over the run's probes (dm_predicted = (gamma/sigma)^2 times
     the twin's margin change). No probe is dropped: one whose margin fell (dm_bn <= 0) lowers
     its run's ratio instead of vanishing from a log. Returns (run ids in sorted order, ratios)."""
-    import numpy as np
-
     ids = [tuple(r) if np.ndim(r) else r for r in run_ids]
     num, den = np.asarray(dm_bn, float), np.asarray(dm_predicted, float)
     if not (len(ids) == len(num) == len(den)):
