@@ -26,7 +26,13 @@ BUDGETS = ("ci", "quick", "paper")
 
 
 class ConfigError(ValueError):
-    """A parameter (or a missing input) that the user has to fix; the message says how."""
+    """A parameter (or a missing input) that the user has to fix; the message says how.
+
+    In a notebook (JupyterLab, papermill) IPython shows it as its one message line, without
+    a traceback: the user has nothing to debug, only a value to change."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
 
 
 def repo_root() -> Path:

@@ -101,3 +101,9 @@ def test_quick_budget_is_every_notebooks_default():
     for nb, section in quick.items():
         defaults = config.notebook_defaults(nb)
         assert {k: defaults[k] for k in section} == section, nb
+
+
+def test_config_errors_render_in_notebooks_as_one_line_without_traceback():
+    from bnpaper.data import DatasetNotFoundError
+    for err in (ConfigError("noise_frac=1.5 is out of range"), DatasetNotFoundError("dataset='cifar10' was not found")):
+        assert err._render_traceback_() == [f"{type(err).__name__}: {err}"]
