@@ -12,7 +12,13 @@ contribution to the gradient of the mean-reduced batch loss that SGD uses):
            g_i carries the batch-coupled terms (the gradients that actually move the
            parameters sum to sum_i g_i).
 
-For models without BatchNorm (norm "none", "gn") both definitions coincide. Running statistics
+  "batch_fixed"  the "batch" gradient with the batch mean and variance held constant (the
+           simplification of the paper's theory: batch statistics fixed during a step): BN
+           normalizes with its batch's statistics, but no gradient flows through them, so
+           samples are independent given the statistics. Not a third semantics of the model:
+           a fast approximation of "batch" whose error can be measured against it.
+
+For models without BatchNorm (norm "none", "gn") all definitions coincide. Running statistics
 are never changed by computing gradients.
 
 Groups: "weight" (conv/linear weights), "gamma" and "beta" (norm-layer scale and shift), "bias"
@@ -21,11 +27,19 @@ Groups: "weight" (conv/linear weights), "gamma" and "beta" (norm-layer scale and
 Methods:
   "hooks"  one forward + one backward with module hooks, per-sample norms from activations and
            output gradients (ghost norms / per-sample outer products, whichever is cheaper);
-           exact for "eval" and for models without BN.
+           exact for "eval", "batch_fixed" and for models without BN.
   "func"   torch.func vmap(grad(functional_call)) (the reference vectorized method).
   "loop"   the naive loop of single backward passes (the test oracle).
-  "exact"  "batch" mode: the batch-coupled per-sample gradients as one vectorized backward of
-           the B loss terms (autograd with batched cotangents), chunked.
+  "exact"  "batch" mode: the cotangents of `chunk` loss terms at a time are pushed back to every
+           layer's output in one backward with batched cotangents (K, B, ...) (every loss term
+           reaches every sample through the batch statistics), then each loss term's weight
+           gradient sum_j g[k, j] (x) a_j is contracted from the recorded layer inputs (GEMMs).
+
+Cost (bench/bench_grads.py, LeNet, batch 128): "hooks" about 1.0-1.3x a plain training step;
+"exact" tens of times: every one of the B loss terms needs a cotangent over the whole batch,
+because it reaches every sample through the batch statistics of every BN layer after the
+first (2 x BN channels of them, 452 for LeNet-5, more than B), so no low-rank shortcut
+applies; `select` limits the work to the samples that are needed.
 """
 from __future__ import annotations
 
@@ -38,7 +52,7 @@ from torch.func import functional_call, grad, vmap
 
 from .config import check_choice, check_number
 
-MODES = ("batch", "eval")
+MODES = ("batch", "eval", "batch_fixed")
 GROUPS = ("weight", "gamma", "beta", "bias", "other")
 REDUCTIONS = ("sum", "mean")
 METHODS = ("auto", "hooks", "func", "loop", "exact")
@@ -115,13 +129,19 @@ class _Recorder:
     """Forward hooks that keep each supported layer's input/output and register a hook on
     the output to keep its gradient."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: nn.Module, batch_stats: bool = False, fixed_stats: bool = False):
+        """batch_stats: BN layers normalize with their batch's statistics (train mode, or
+        `fixed_stats`: eval-mode BN outputs replaced by batch-normalized ones whose mean and
+        variance are constants for autograd)."""
         self.model = model
+        self.batch_stats = batch_stats or fixed_stats
         self.records: list[tuple[nn.Module, torch.Tensor, torch.Tensor, list]] = []
         self.outputs: list[torch.Tensor] = []
         self.handles = []
         self.groups = param_groups(model)
         self.names = {id(p): n for n, p in model.named_parameters()}
+        if fixed_stats:
+            self.handles += _fix_batch_statistics(model)
         for mod in model.modules():
             own = [p for p in mod.parameters(recurse=False) if p.requires_grad]
             if isinstance(mod, (nn.Conv2d, nn.Linear, *_NORM_TYPES)) and own:
@@ -168,7 +188,7 @@ class _Recorder:
                 if mod.bias is not None:
                     _accumulate(sq, gname(mod.bias), g.sum((2, 3)).pow(2).sum(1))
             elif isinstance(mod, _NORM_TYPES):
-                xhat = _normalized(mod, a)
+                xhat = _normalized(mod, a, self.batch_stats)
                 dims = tuple(i for i in range(g.dim()) if i != 1)[1:]
                 if mod.weight is not None and mod.weight.requires_grad:
                     gg = (g * xhat).sum(dims) if dims else g * xhat
@@ -182,19 +202,96 @@ class _Recorder:
                 _accumulate(sq, gname(mod.skip_scale), v.pow(2))
         return sq
 
+    def coupled_squared_norms(self, gs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Squared norms of K batch-coupled per-sample gradients from the cotangents
+        gs[layer]: (K, B, ...) of K loss terms at every recorded layer output: loss term k's
+        weight gradient is sum_j gs[k, j] (x) input_j (it reaches every sample j)."""
+        sq: dict[str, torch.Tensor] = {}
+        gname = lambda p: self.groups[self.names[id(p)]]
+        for (mod, a, out, box), g in zip(self.records, gs):
+            k, b = g.shape[:2]
+            if not box:   # the layer inputs in the form the contractions use, once per batch
+                box.append(_contraction_input(mod, a, self.batch_stats))
+                if isinstance(mod, nn.Linear) and box[0].shape[0] < box[0].shape[1]:
+                    box.append(box[0] @ box[0].T)   # for the ghost norm
+            act = box[0]
+            if isinstance(mod, nn.Linear):
+                gk = g.reshape(k, -1, g.shape[-1])                     # (K, B*S, out)
+                if act.shape[0] < act.shape[1]:   # ghost norm: Gram matrices over the batch
+                    w = (torch.bmm(gk, gk.transpose(1, 2)) * box[1]).sum((1, 2))
+                else:
+                    w = torch.matmul(gk.transpose(1, 2), act).pow(2).sum((1, 2))
+                _accumulate(sq, gname(mod.weight), w)
+                if mod.bias is not None:
+                    _accumulate(sq, gname(mod.bias), gk.sum(1).pow(2).sum(1))
+            elif isinstance(mod, nn.Conv2d):
+                o = g.shape[2]
+                gk = g.reshape(k, b, o, -1).transpose(1, 2).reshape(k, o, -1)  # (K, O, B*L)
+                _accumulate(sq, gname(mod.weight), torch.matmul(gk, act).pow(2).sum((1, 2)))
+                if mod.bias is not None:
+                    _accumulate(sq, gname(mod.bias), gk.sum(2).pow(2).sum(1))
+            elif isinstance(mod, _NORM_TYPES):
+                xhat = act
+                dims = (1,) + tuple(range(3, g.dim()))
+                if mod.weight is not None and mod.weight.requires_grad:
+                    _accumulate(sq, gname(mod.weight), (g * xhat).sum(dims).pow(2).sum(1))
+                if mod.bias is not None and mod.bias.requires_grad:
+                    _accumulate(sq, gname(mod.bias), g.sum(dims).pow(2).sum(1))
+            else:  # a block with a SkipInit scale: y = relu(branch * s + shortcut)
+                v = (g * (out > 0) * self.branch[id(mod)]).reshape(k, -1).sum(1)
+                _accumulate(sq, gname(mod.skip_scale), v.pow(2))
+        return sq
 
-def _normalized(mod: nn.Module, a: torch.Tensor) -> torch.Tensor:
-    """x_hat of a norm layer for input a (eval-mode BN: running statistics)."""
+
+def _contraction_input(mod: nn.Module, a: torch.Tensor, batch_stats: bool) -> torch.Tensor:
+    """A recorded layer input as the coupled contractions use it: (B*S, in) for Linear,
+    (B*L, C*kh*kw) unfolded patches for Conv2d, x_hat for norm layers, else the input."""
+    if isinstance(mod, nn.Linear):
+        return a.reshape(-1, a.shape[-1])
+    if isinstance(mod, nn.Conv2d):
+        if mod.groups != 1:
+            raise NotImplementedError("grouped convolutions are not supported")
+        cols = F.unfold(a, mod.kernel_size, mod.dilation, mod.padding, mod.stride)
+        return cols.transpose(1, 2).reshape(-1, cols.shape[1])
+    if isinstance(mod, _NORM_TYPES):
+        return _normalized(mod, a, batch_stats)
+    return a
+
+
+def _batch_stats(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and biased variance of a BN input a: (B, C, ...), as train-mode BN."""
+    dims = [0] + list(range(2, a.dim()))
+    return a.mean(dims, keepdim=True), a.var(dims, unbiased=False, keepdim=True)
+
+
+def _fixed_stats_bn(mod: nn.Module, inp: tuple, out: torch.Tensor) -> torch.Tensor:
+    """Forward hook: the BN output with its batch's statistics, held constant for autograd."""
+    x = inp[0]
+    mean, var = (t.detach().flatten() for t in _batch_stats(x))
+    return F.batch_norm(x, mean, var, mod.weight, mod.bias, False, 0.0, mod.eps)
+
+
+def _fix_batch_statistics(model: nn.Module) -> list:
+    """Hooks (first in line) that make every BN layer of an eval-mode model normalize with its
+    batch's statistics held constant ("batch_fixed"); returns the handles to remove."""
+    return [m.register_forward_hook(_fixed_stats_bn, prepend=True) for m in model.modules()
+            if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+
+
+def _normalized(mod: nn.Module, a: torch.Tensor, batch_stats: bool) -> torch.Tensor:
+    """x_hat of a norm layer for input a: BN with its batch's statistics or its running ones."""
     if isinstance(mod, nn.GroupNorm):
         return F.group_norm(a, mod.num_groups, None, None, mod.eps)
-    if mod.training or mod.running_mean is None:
-        raise RuntimeError("hooks method needs BN in eval mode (use mode='batch', method='exact')")
+    if batch_stats or mod.running_mean is None:
+        mean, var = _batch_stats(a)
+        return (a - mean) * torch.rsqrt(var + mod.eps)
     shape = (1, -1) + (1,) * (a.dim() - 2)
     return (a - mod.running_mean.view(shape)) * torch.rsqrt(mod.running_var.view(shape) + mod.eps)
 
 
-def _hooks_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
-    rec = _Recorder(model)
+def _hooks_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+              fixed_stats: bool = False) -> dict[str, torch.Tensor]:
+    rec = _Recorder(model, fixed_stats=fixed_stats)
     try:
         with torch.enable_grad():
             loss = _loss_terms(model(x), y).sum()
@@ -206,6 +303,31 @@ def _hooks_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, t
         return rec.squared_norms()
     finally:
         rec.remove()
+
+
+def _coupled_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int,
+                rows: torch.Tensor, mode: str) -> dict[str, torch.Tensor]:
+    """Exact batch-coupled per-sample gradients of the loss terms `rows` of one train-mode
+    batch: their cotangents (K, B, ...) at every layer output, `chunk` loss terms per backward,
+    then the per-term weight gradients contracted from the layer inputs. The forward runs on
+    copies of the buffers, so the running statistics stay untouched."""
+    buffers = {n: b.detach().clone() for n, b in model.named_buffers()}
+    rec = _Recorder(model, batch_stats=mode == "batch", fixed_stats=mode == "batch_fixed")
+    out: list[dict[str, torch.Tensor]] = []
+    try:
+        with torch.enable_grad():
+            terms = _loss_terms(functional_call(model, buffers, (x,)), y)
+            eye = torch.eye(len(terms), dtype=terms.dtype, device=terms.device)[rows.to(terms.device)]
+            for s in range(0, len(rows), chunk):
+                e = eye[s:s + chunk]
+                gs = torch.autograd.grad(terms, rec.outputs, grad_outputs=e, retain_graph=True,
+                                         is_grads_batched=True, allow_unused=True)
+                gs = [o.new_zeros((len(e),) + o.shape) if g is None else g.detach()
+                      for o, g in zip(rec.outputs, gs)]
+                out.append(rec.coupled_squared_norms(gs))
+    finally:
+        rec.remove()
+    return {k: torch.cat([o[k] for o in out]) for k in out[0]}
 
 
 # ----------------------------------------------------------------- torch.func / loop / exact
@@ -234,47 +356,42 @@ def _func_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, to
     return _sq_from_grads(grads, param_groups(model))
 
 
-def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int,
-              loop: bool = False, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """Exact batch-coupled per-sample gradients: J^T e_i for the B loss terms of one batch,
-    with train-mode BN on copies of the buffers (running statistics stay untouched)."""
+def _loop_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, rows: torch.Tensor,
+             mode: str) -> dict[str, torch.Tensor]:
+    """The naive loop: one forward of the batch (on copies of the buffers), then one backward
+    per loss term in `rows`."""
     params, rest = _state(model)
     names = list(params)
     leaves = [params[n].clone().requires_grad_(True) for n in names]
+    groups = param_groups(model)
+    out: list[dict[str, torch.Tensor]] = []
+    handles = _fix_batch_statistics(model) if mode == "batch_fixed" else []
+    try:
+        with torch.enable_grad():
+            z = functional_call(model, {**dict(zip(names, leaves)), **rest}, (x,))
+    finally:
+        for h in handles:
+            h.remove()
     with torch.enable_grad():
-        z = functional_call(model, {**dict(zip(names, leaves)), **rest}, (x,))
         terms = _loss_terms(z, y)
-        b = len(terms)
-        rows = torch.arange(b) if rows is None else rows
-        out: list[dict[str, torch.Tensor]] = []
-        if loop:
-            for i in rows.tolist():
-                gs = torch.autograd.grad(terms[i], leaves, retain_graph=True, allow_unused=True)
-                out.append(_sq_from_grads({n: (torch.zeros_like(l) if gr is None else gr)[None]
-                                           for n, l, gr in zip(names, leaves, gs)},
-                                          param_groups(model)))
-        else:
-            eye = torch.eye(b, dtype=terms.dtype, device=terms.device)[rows.to(terms.device)]
-            for s in range(0, len(rows), chunk):
-                e = eye[s:s + chunk]
-                gs = torch.autograd.grad(terms, leaves, grad_outputs=e, retain_graph=True,
-                                         is_grads_batched=True, allow_unused=True)
-                out.append(_sq_from_grads(
-                    {n: (torch.zeros((len(e),) + l.shape) if gr is None else gr)
-                     for n, l, gr in zip(names, leaves, gs)}, param_groups(model)))
+        for i in rows.tolist():
+            gs = torch.autograd.grad(terms[i], leaves, retain_graph=True, allow_unused=True)
+            out.append(_sq_from_grads({n: (torch.zeros_like(l) if gr is None else gr)[None]
+                                       for n, l, gr in zip(names, leaves, gs)}, groups))
     return {k: torch.cat([o[k] for o in out]) for k in out[0]}
 
 
 def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                           mode: str = "eval", reduction: str = "sum", batch_size: int | None = None,
-                          method: str = "auto", chunk: int = 32,
+                          method: str = "auto", chunk: int = 8,
                           select: torch.Tensor | None = None) -> GradNorms:
     """Per-sample gradient l2 norms of the cross-entropy of `model` on x: (N, C, H, W)
     (normalized floats) with labels y: (N,).
 
     mode "batch": x is split into consecutive training batches of `batch_size` (default: the
     whole of x is one batch) and each sample's gradient is taken inside its batch with
-    train-mode BN; mode "eval": running statistics (batch-independent). `reduction="mean"`
+    train-mode BN; "batch_fixed": the same batches, their statistics held constant; mode
+    "eval": running statistics (batch-independent). `reduction="mean"`
     divides by the batch size (the sample's share of the mean-reduced batch gradient).
     `select` (N,) bool: compute only these samples' norms (the others are NaN); in "batch"
     mode the unselected samples still shape their batch's statistics, and the cost scales with
@@ -286,13 +403,17 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     check_number("chunk", chunk, 1, None, integer=True)
     n = len(x)
     bsz = n if batch_size is None else check_number("batch_size", batch_size, 1, None, integer=True)
-    coupled = mode == "batch" and has_batchnorm(model)
+    bn = has_batchnorm(model)
+    coupled = mode == "batch" and bn
     if coupled and method in ("hooks", "func"):
         raise ValueError(f"method={method!r} ignores the batch coupling of BN; use 'exact' or 'loop'")
+    if mode == "batch_fixed" and bn and method == "func":
+        raise ValueError("method='func' differentiates single samples, without batch statistics; "
+                         "use 'hooks', 'exact' or 'loop' for mode='batch_fixed'")
     if method == "auto":
         method = "exact" if coupled else "hooks"
-    if coupled and bsz < 2:
-        raise ValueError("mode='batch' with BatchNorm needs batches of at least 2 samples")
+    if mode != "eval" and bn and bsz < 2:
+        raise ValueError(f"mode={mode!r} with BatchNorm needs batches of at least 2 samples")
     sel = torch.ones(n, dtype=torch.bool) if select is None else select.bool().cpu()
     if sel.shape != (n,):
         raise ValueError(f"select must be a bool tensor of shape ({n},), got {tuple(sel.shape)}")
@@ -306,11 +427,12 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
             if len(rows) == 0:
                 continue
             if method == "hooks":
-                part = _hooks_sq(model, xb, yb)
+                part = _hooks_sq(model, xb, yb, fixed_stats=mode == "batch_fixed")
             elif method == "func":
                 part = _func_sq(model, xb, yb)
             else:
-                part = _batch_sq(model, xb, yb, chunk, loop=method == "loop", rows=rows)
+                part = (_loop_sq(model, xb, yb, rows, mode) if method == "loop" else
+                        _coupled_sq(model, xb, yb, chunk, rows, mode))
                 part = {k: torch.zeros(len(xb), dtype=v.dtype, device=v.device).index_copy(
                     0, rows.to(v.device), v) for k, v in part.items()}
             parts.append((s, part))

@@ -29,9 +29,13 @@
 #   batch mean and variance depend on every sample — what actually moves the parameters;
 #   computed on fixed training batches of natural composition;
 # - `"eval"`: the gradient with running statistics (batch-independent), on a fixed random probe
-#   subset of the training set.
+#   subset of the training set;
+# - `"batch_fixed"`: the `"batch"` gradient with the batch mean and variance held constant —
+#   the simplification of the paper's theory ("batch statistics treated as fixed during a
+#   step"), on the same probe batches. Comparing it with `"batch"` shows how much of a
+#   sample's gradient reaches the parameters through the batch statistics.
 #
-# For models without BN (and GroupNorm) the two coincide. Computing them never changes the
+# For models without BN (and GroupNorm) the three coincide. Computing them never changes the
 # running statistics nor the training trajectory (the probes use their own random generator).
 
 # %% tags=["parameters"]
@@ -123,7 +127,7 @@ def grad_hook(split, seed):
         out = {"epoch": epoch}
         r = grads.per_sample_grad_norms(model, xs[sub], split.y[sub], mode="eval")
         out["eval_norm"], out["eval_noisy"] = r.total.tolist(), m[sub].tolist()
-        norms_b, noisy_b = [], []
+        norms_b, noisy_b, norms_f = [], [], []
         for b in batches:
             sel = m[b].clone()
             clean = torch.nonzero(~m[b]).flatten()[:int(sel.sum())]
@@ -131,7 +135,10 @@ def grad_hook(split, seed):
             r = grads.per_sample_grad_norms(model, xs[b], split.y[b], mode="batch", select=sel)
             norms_b += r.total[sel].tolist()
             noisy_b += m[b][sel].tolist()
+            r = grads.per_sample_grad_norms(model, xs[b], split.y[b], mode="batch_fixed")
+            norms_f += r.total[sel].tolist()
         out["batch_norm"], out["batch_noisy"] = norms_b, noisy_b
+        out["batch_fixed_norm"], out["batch_fixed_noisy"] = norms_f, noisy_b
         return {"grads": out}
     return on_epoch_end
 
@@ -141,7 +148,8 @@ def grad_hook(split, seed):
 cache = store.Store()
 runs = {}  # (norm, seed) -> history
 probe_cfg = {"probe_epochs": list(probe_epochs), "n_probe": n_probe, "probe_batches": probe_batches,
-             "definition": "sum-reduced per-sample cross-entropy; eval + batch (noisy + equal clean)"}
+             "definition": "sum-reduced per-sample cross-entropy; eval + batch and batch_fixed "
+                           "(noisy + equal clean)"}
 for seed in seeds:
     split = data.make_split(ds, n_train, corruption, noise_frac, seed, ood_source, n_test)
     for norm in norms:
@@ -230,9 +238,9 @@ plots.save_figure(fig, NB, dataset, "median_norms")
 
 # %% [markdown]
 # ## Figure 3: noisy/clean ratio and the noisy samples' share of the gradient
-# Left: median noisy norm / median clean norm per model. Right: share of the summed per-sample
-# gradient norms carried by noisy samples (`"eval"` probe of natural composition; dotted line:
-# their share of the samples).
+# Left: median noisy norm / median clean norm per model (`"batch"` solid, `"eval"` dotted).
+# Right: share of the summed per-sample gradient norms carried by noisy samples (`"eval"` probe
+# of natural composition; dotted line: their share of the samples).
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4))
@@ -248,6 +256,44 @@ axes[0].legend(fontsize=7)
 axes[1].legend(fontsize=7)
 fig.tight_layout()
 plots.save_figure(fig, NB, dataset, "noisy_clean_ratio")
+
+# %% [markdown]
+# ## Figure 4: the batch statistics' part of the gradient (the theory's simplification)
+# The paper's theory treats BN's batch statistics as fixed during a step. Left: the median
+# relative difference |`"batch_fixed"` - `"batch"`| / `"batch"` of the per-sample norms of noisy
+# (solid) and clean (dashed) probe samples — the part of each norm that the gradient through
+# the batch mean and variance changes. Right: the median noisy/clean ratio under
+# both definitions. For no-BN models the two definitions coincide (zero difference).
+
+# %%
+bn_like = [n for n in norms if n in ("bn", "bn_noaffine")]
+
+
+def fixed_vs_batch(norm):
+    """(seeds, probe epochs) median relative difference of batch_fixed vs batch, noisy and clean."""
+    noisy, clean = [], []
+    for s in seeds:
+        b, f = records(norm, s, "batch"), records(norm, s, "batch_fixed")
+        rel = [(np.abs(vf - vb) / vb, k) for (_, vb, k), (_, vf, _) in zip(b, f)]
+        noisy.append([np.median(r[k]) for r, k in rel])
+        clean.append([np.median(r[~k]) for r, k in rel])
+    return np.array(noisy), np.array(clean)
+
+
+fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4))
+for norm in bn_like:
+    noisy, clean = fixed_vs_batch(norm)
+    plots.band(axes[0], ep, noisy, norm, f"{plots.label(norm)}: noisy")
+    plots.band(axes[0], ep, clean, norm, f"{plots.label(norm)}: clean", "--")
+    for mode, ls in (("batch", "-"), ("batch_fixed", "-.")):
+        n_, c_, _ = medians(norm, mode)
+        plots.band(axes[1], ep, n_ / c_, norm, f"{plots.label(norm)} ({mode})", ls)
+axes[0].set(xlabel="epoch", ylabel="median |batch_fixed - batch| / batch")
+axes[1].set(xlabel="epoch", ylabel="median noisy / median clean norm (log scale)", yscale="log")
+axes[0].legend(fontsize=7)
+axes[1].legend(fontsize=7)
+fig.tight_layout()
+plots.save_figure(fig, NB, dataset, "fixed_statistics")
 
 # %% [markdown]
 # ## Verdict
@@ -287,6 +333,11 @@ claims = [
 results = {"notebook": NB, "params": P, "claims": claims,
            "ratio": {n: ratio[n].as_dict() for n in norms},
            "ratio_eval": {n: stats.t_mean(ratio_per_seed(n, "eval")).as_dict() for n in norms},
+           "ratio_batch_fixed": {n: stats.t_mean(ratio_per_seed(n, "batch_fixed")).as_dict()
+                                 for n in norms},
+           "fixed_vs_batch_rel_diff": {n: {"noisy": float(fixed_vs_batch(n)[0][:, late].mean()),
+                                           "clean": float(fixed_vs_batch(n)[1][:, late].mean())}
+                                       for n in bn_like},
            "median_noisy_norm_final": {n: float(medians(n, "batch")[0][:, -1].mean()) for n in norms},
            "median_clean_norm_final": {n: float(medians(n, "batch")[1][:, -1].mean()) for n in norms},
            "noisy_share_eval_final": {n: float(medians(n, "eval")[2][:, -1].mean()) for n in norms},
@@ -307,3 +358,9 @@ for n in norms:
           f"(clean test acc {acc[n]:.2f})")
 print(f"- BN ratio >= {min_ratio:g}: {v1}; BN - no-BN ratio = {gap.value:+.1f} "
       f"[{gap.lo:+.1f}, {gap.hi:+.1f}]: {v2}")
+for n in bn_like:
+    d = results["fixed_vs_batch_rel_diff"][n]
+    rf = results["ratio_batch_fixed"][n]
+    print(f"- {plots.label(n)} with the batch statistics held fixed (the theory's simplification): "
+          f"norms differ from 'batch' by a median {d['noisy']:.0%} (noisy) / {d['clean']:.0%} "
+          f"(clean); noisy/clean ratio {rf['value']:.1f} [{rf['lo']:.1f}, {rf['hi']:.1f}]")

@@ -28,11 +28,24 @@ def _model(arch, norm, seed=0):
     return m, x, y
 
 
+def _fixed_bn_forward(bn):
+    """BN normalizing with its batch's mean and biased variance, detached from autograd."""
+    def forward(x):
+        dims = [0] + list(range(2, x.dim()))
+        mean, var = x.mean(dims).detach(), x.var(dims, unbiased=False).detach()
+        return torch.nn.functional.batch_norm(x, mean, var, bn.weight, bn.bias, False, 0.0, bn.eps)
+    return forward
+
+
 def _naive(model, x, y, mode):
-    """One forward of the whole batch (train-mode BN for "batch"), then one backward per loss
-    term, reading .grad: the definition, written as plainly as possible."""
+    """One forward of the whole batch (train-mode BN for "batch", BN with detached batch
+    statistics for "batch_fixed"), then one backward per loss term, reading .grad: the
+    definition, written as plainly as possible."""
     m = copy.deepcopy(model)
     m.train(mode == "batch")
+    if mode == "batch_fixed":
+        for _, bn in bn_layers(m):
+            bn.forward = _fixed_bn_forward(bn)
     groups = grads.param_groups(m)
     out = {g: [] for g in set(groups.values())}
     out["total"] = []
@@ -69,6 +82,10 @@ def test_norms_match_naive_loop_of_single_backward_passes(arch, norm, mode):
     _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode), ref)
     if arch == "small_resnet" and (mode == "eval" or norm in ("none", "gn")):
         _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode, method="func"), ref)
+    if mode != "eval":   # the batched-cotangent path and the loop, on the same definition
+        _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode, method="exact", chunk=3), ref)
+    if mode == "batch_fixed":
+        _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode, method="loop"), ref)
 
 
 def test_densenet_eval_norms_match_naive_loop():
@@ -77,15 +94,24 @@ def test_densenet_eval_norms_match_naive_loop():
     _assert_close(grads.per_sample_grad_norms(m, x, y, mode="eval"), _naive(m, x, y, "eval"))
 
 
-def test_batch_and_eval_definitions_differ_with_bn_and_coincide_without():
+def test_the_three_definitions_differ_with_bn_and_coincide_without():
     m, x, y = _model("lenet", "bn")
-    b = grads.per_sample_grad_norms(m, x, y, mode="batch").total
-    e = grads.per_sample_grad_norms(m, x, y, mode="eval").total
+    b, e, f = (grads.per_sample_grad_norms(m, x, y, mode=md).total for md in grads.MODES)
     assert (b - e).abs().max() > 1e-3 * e.max()
+    assert (b - f).abs().max() > 1e-3 * f.max()
     m, x, y = _model("lenet", "none")
-    b = grads.per_sample_grad_norms(m, x, y, mode="batch").total
-    e = grads.per_sample_grad_norms(m, x, y, mode="eval").total
+    b, e, f = (grads.per_sample_grad_norms(m, x, y, mode=md).total for md in grads.MODES)
     torch.testing.assert_close(b, e, rtol=1e-10, atol=0)
+    torch.testing.assert_close(f, e, rtol=1e-10, atol=0)
+
+
+def test_exact_batch_norms_do_not_depend_on_the_chunk_size():
+    m, x, y = _model("small_resnet", "bn")
+    one = grads.per_sample_grad_norms(m, x, y, mode="batch", chunk=1)
+    for chunk in (3, 8):
+        other = grads.per_sample_grad_norms(m, x, y, mode="batch", chunk=chunk)
+        for k, v in one.as_dict().items():
+            torch.testing.assert_close(other.as_dict()[k], v, rtol=1e-5, atol=0)
 
 
 def test_batch_mode_splits_into_training_batches_and_mean_reduction_divides_by_batch():
@@ -125,6 +151,10 @@ def test_bad_arguments_are_clear_errors():
         grads.per_sample_grad_norms(m, x, y, mode="train")
     with pytest.raises(ValueError, match="batch coupling"):
         grads.per_sample_grad_norms(m, x, y, mode="batch", method="func")
+    with pytest.raises(ValueError, match="batch_fixed"):
+        grads.per_sample_grad_norms(m, x, y, mode="batch_fixed", method="func")
+    with pytest.raises(ValueError, match="at least 2"):
+        grads.per_sample_grad_norms(m, x, y, mode="batch_fixed", batch_size=1)
 
 
 def test_select_computes_only_the_chosen_samples_inside_the_full_batch():
