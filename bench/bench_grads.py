@@ -9,7 +9,8 @@ training step — a count that does not depend on the machine:
   no-BN model: bnpaper hooks, torch.func vmap(grad) (anchor), Opacus GradSampleModule
                (anchor, if `pip install opacus`; pip install -e .[bench]), naive loop (anchor)
   BN model, "eval":  bnpaper hooks, naive loop (anchor)
-  BN model, "batch": bnpaper exact (batched cotangents), naive loop (anchor)
+  BN model, "batch": bnpaper mixed (LeNet-5: reverse + forward mode, the default), bnpaper
+               exact (batched cotangents, any model), naive loop (anchor)
   BN model, "batch_fixed": bnpaper hooks — the batch statistics held constant, a fast
                approximation of "batch", with its relative error on this batch
 Targets: no-BN and "eval" within 2x of a training step, "batch" within 10x.
@@ -112,8 +113,10 @@ def main() -> None:
             cases += [("eval", "naive loop [anchor]", _naive(model, x, y, "eval"))]
         else:
             cases += [("eval", "naive loop [anchor]", _naive(model, x, y, "eval")),
+                      ("batch", "bnpaper mixed (LeNet-5, default)",
+                       lambda: grads.per_sample_grad_norms(model, x, y, "batch", method="mixed")),
                       ("batch", "bnpaper exact (batched cotangents)",
-                       lambda: grads.per_sample_grad_norms(model, x, y, "batch")),
+                       lambda: grads.per_sample_grad_norms(model, x, y, "batch", method="exact")),
                       ("batch", "naive loop [anchor]", _naive(model, x, y, "batch")),
                       ("batch_fixed", "bnpaper hooks (approximates batch)",
                        lambda: grads.per_sample_grad_norms(model, x, y, "batch_fixed"))]

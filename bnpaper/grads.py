@@ -30,16 +30,19 @@ Methods:
            exact for "eval", "batch_fixed" and for models without BN.
   "func"   torch.func vmap(grad(functional_call)) (the reference vectorized method).
   "loop"   the naive loop of single backward passes (the test oracle).
-  "exact"  "batch" mode: the cotangents of `chunk` loss terms at a time are pushed back to every
+  "exact"  any model: the cotangents of `chunk` loss terms at a time are pushed back to every
            layer's output in one backward with batched cotangents (K, B, ...) (every loss term
            reaches every sample through the batch statistics), then each loss term's weight
            gradient sum_j g[k, j] (x) a_j is contracted from the recorded layer inputs (GEMMs).
+  "mixed"  LeNet-5 with BN: reverse mode with the max-pool sparsity down to conv2, forward
+           mode for conv1 and BN1 (`bnpaper.lenet_grads`); the same numbers, several times
+           faster than "exact". "auto" takes it wherever it applies.
 
-Cost (bench/bench_grads.py, LeNet, batch 128): "hooks" about 1.0-1.3x a plain training step;
-"exact" tens of times: every one of the B loss terms needs a cotangent over the whole batch,
-because it reaches every sample through the batch statistics of every BN layer after the
-first (2 x BN channels of them, 452 for LeNet-5, more than B), so no low-rank shortcut
-applies; `select` limits the work to the samples that are needed.
+Cost (bench/bench_grads.py, LeNet-5, batch 128): "hooks" about 1.0-1.5x a plain training step;
+"batch" tens of times: every one of the B loss terms reaches every sample through the batch
+statistics of every BN layer after the first (2 x BN channels of them, 452 for LeNet-5, more
+than B), so its cotangent is dense over the batch and there is no low-rank shortcut; `select`
+limits the work to the samples that are needed.
 """
 from __future__ import annotations
 
@@ -50,12 +53,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
+from . import lenet_grads
 from .config import check_choice, check_number
 
 MODES = ("batch", "eval", "batch_fixed")
 GROUPS = ("weight", "gamma", "beta", "bias", "other")
 REDUCTIONS = ("sum", "mean")
-METHODS = ("auto", "hooks", "func", "loop", "exact")
+METHODS = ("auto", "hooks", "func", "loop", "exact", "mixed")
 _NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)
 
 
@@ -410,8 +414,11 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     if mode == "batch_fixed" and bn and method == "func":
         raise ValueError("method='func' differentiates single samples, without batch statistics; "
                          "use 'hooks', 'exact' or 'loop' for mode='batch_fixed'")
+    if method == "mixed" and not (coupled and lenet_grads.applies(model)):
+        raise ValueError("method='mixed' needs mode='batch' and a LeNet-5 with BatchNorm whose "
+                         f"parameters all train; got mode={mode!r}, {type(model).__name__}")
     if method == "auto":
-        method = "exact" if coupled else "hooks"
+        method = ("mixed" if lenet_grads.applies(model) else "exact") if coupled else "hooks"
     if mode != "eval" and bn and bsz < 2:
         raise ValueError(f"mode={mode!r} with BatchNorm needs batches of at least 2 samples")
     sel = torch.ones(n, dtype=torch.bool) if select is None else select.bool().cpu()
@@ -432,7 +439,8 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                 part = _func_sq(model, xb, yb)
             else:
                 part = (_loop_sq(model, xb, yb, rows, mode) if method == "loop" else
-                        _coupled_sq(model, xb, yb, chunk, rows, mode))
+                        lenet_grads.batch_squared_norms(model, xb, yb, rows.to(xb.device))
+                        if method == "mixed" else _coupled_sq(model, xb, yb, chunk, rows, mode))
                 part = {k: torch.zeros(len(xb), dtype=v.dtype, device=v.device).index_copy(
                     0, rows.to(v.device), v) for k, v in part.items()}
             parts.append((s, part))

@@ -105,6 +105,32 @@ def test_the_three_definitions_differ_with_bn_and_coincide_without():
     torch.testing.assert_close(f, e, rtol=1e-10, atol=0)
 
 
+@pytest.mark.parametrize("norm", ["bn", "bn_noaffine"])
+def test_mixed_mode_lenet_matches_the_naive_loop_on_cifar_shapes_and_selected_rows(norm):
+    torch.manual_seed(1)
+    m = build_model("lenet", norm, 3, 10, 32)      # 3 channels, 32x32, no conv1 padding
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    x, y = torch.randn(12, 3, 32, 32), torch.randint(0, 10, (12,))
+    sel = torch.arange(12) % 3 == 0
+    got = grads.per_sample_grad_norms(m, x, y, mode="batch", method="mixed", select=sel)
+    ref = _naive(m, x[:], y, "batch")
+    for k, v in got.as_dict().items():
+        rel = ((v[sel] - ref[k][sel]).abs() / ref[k][sel]).max()
+        assert rel < 1e-4, (k, float(rel))
+    assert torch.isnan(got.total[~sel]).all()
+
+
+def test_mixed_mode_refuses_models_it_does_not_cover():
+    m, x, y = _model("small_resnet", "bn")
+    with pytest.raises(ValueError, match="mixed"):
+        grads.per_sample_grad_norms(m, x, y, mode="batch", method="mixed")
+    m, x, y = _model("lenet", "gn")
+    with pytest.raises(ValueError, match="mixed"):
+        grads.per_sample_grad_norms(m, x, y, mode="batch", method="mixed")
+
+
 def test_exact_batch_norms_do_not_depend_on_the_chunk_size():
     m, x, y = _model("small_resnet", "bn")
     one = grads.per_sample_grad_norms(m, x, y, mode="batch", chunk=1)
