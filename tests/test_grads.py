@@ -88,10 +88,11 @@ def test_norms_match_naive_loop_of_single_backward_passes(arch, norm, mode):
         _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode, method="loop"), ref)
 
 
-def test_densenet_eval_norms_match_naive_loop():
+@pytest.mark.parametrize("mode", grads.MODES)
+def test_densenet_norms_match_naive_loop(mode):
     m, x, y = _model("densenet", "bn")
     x, y = x[:3], y[:3]
-    _assert_close(grads.per_sample_grad_norms(m, x, y, mode="eval"), _naive(m, x, y, "eval"))
+    _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode), _naive(m, x, y, mode))
 
 
 def test_the_three_definitions_differ_with_bn_and_coincide_without():
