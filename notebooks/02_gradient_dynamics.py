@@ -127,7 +127,7 @@ def grad_hook(split, seed):
         out = {"epoch": epoch}
         r = grads.per_sample_grad_norms(model, xs[sub], split.y[sub], mode="eval")
         out["eval_norm"], out["eval_noisy"] = r.total.tolist(), m[sub].tolist()
-        norms_b, noisy_b, norms_f = [], [], []
+        norms_b, noisy_b, norms_f, groups_b = [], [], [], {}
         for b in batches:
             sel = m[b].clone()
             clean = torch.nonzero(~m[b]).flatten()[:int(sel.sum())]
@@ -135,10 +135,13 @@ def grad_hook(split, seed):
             r = grads.per_sample_grad_norms(model, xs[b], split.y[b], mode="batch", select=sel)
             norms_b += r.total[sel].tolist()
             noisy_b += m[b][sel].tolist()
+            for g, v in r.groups.items():
+                groups_b.setdefault(g, []).extend(v[sel].tolist())
             r = grads.per_sample_grad_norms(model, xs[b], split.y[b], mode="batch_fixed")
             norms_f += r.total[sel].tolist()
         out["batch_norm"], out["batch_noisy"] = norms_b, noisy_b
         out["batch_fixed_norm"], out["batch_fixed_noisy"] = norms_f, noisy_b
+        out["batch_groups"] = groups_b
         return {"grads": out}
     return on_epoch_end
 
@@ -148,8 +151,8 @@ def grad_hook(split, seed):
 cache = store.Store()
 runs = {}  # (norm, seed) -> history
 probe_cfg = {"probe_epochs": list(probe_epochs), "n_probe": n_probe, "probe_batches": probe_batches,
-             "definition": "sum-reduced per-sample cross-entropy; eval + batch and batch_fixed "
-                           "(noisy + equal clean)"}
+             "definition": "sum-reduced per-sample cross-entropy; eval + batch (total and per "
+                           "parameter group) and batch_fixed (noisy + equal clean)"}
 for seed in seeds:
     split = data.make_split(ds, n_train, corruption, noise_frac, seed, ood_source, n_test)
     for norm in norms:
@@ -297,6 +300,41 @@ fig.tight_layout()
 plots.save_figure(fig, NB, dataset, "fixed_statistics")
 
 # %% [markdown]
+# ## Figure 5: which parameters carry the noisy samples' gradient
+# The `"batch"` norm split by parameter group (`bnpaper.grads` groups: conv/linear `weight`,
+# BN `gamma` and `beta`, linear `bias`): median noisy / median clean norm of each group, per
+# model. The theory says outliers drive the growth of gamma; a noisy/clean ratio on `gamma`
+# above the one on the weights says that noisy samples push on gamma harder than on the rest,
+# relative to clean samples (the norm does not say in which direction they push).
+
+# %%
+GROUP_STYLE = {"weight": "-", "gamma": "--", "beta": ":", "bias": "-.", "other": (0, (1, 3))}
+
+
+def group_ratio(norm, group):
+    """(seeds, probe epochs) median noisy / median clean "batch" norm of one parameter group."""
+    out = []
+    for s in seeds:
+        row = []
+        for r in runs[norm, s]["grads"]:
+            v, k = np.array(r["batch_groups"][group]), np.array(r["batch_noisy"], bool)
+            row.append(np.median(v[k]) / np.median(v[~k]))
+        out.append(row)
+    return np.array(out)
+
+
+groups_of = {n: list(runs[n, seeds[0]]["grads"][0]["batch_groups"]) for n in norms}
+fig, axes = plt.subplots(1, len(norms), figsize=(3.6 * len(norms), 3.2), squeeze=False, sharey=True)
+for ax, norm in zip(axes[0], norms):
+    for g in groups_of[norm]:
+        plots.band(ax, ep, group_ratio(norm, g), norm, g, GROUP_STYLE.get(g, "-"))
+    ax.set(title=name[norm], xlabel="epoch", yscale="log",
+           ylabel="median noisy / median clean norm (log scale)" if norm == norms[0] else None)
+    ax.legend(fontsize=7)
+fig.tight_layout()
+plots.save_figure(fig, NB, dataset, "groups_noisy_clean_ratio")
+
+# %% [markdown]
 # ## Verdict
 # Per seed, the ratio of median noisy to median clean `"batch"` norm, averaged over the probe
 # epochs after initialization; mean over seeds with a 95% Student-t interval (`stats.t_mean`,
@@ -334,6 +372,8 @@ claims = [
 results = {"notebook": NB, "params": P, "claims": claims,
            "ratio": {n: ratio[n].as_dict() for n in norms},
            "ratio_eval": {n: stats.t_mean(ratio_per_seed(n, "eval")).as_dict() for n in norms},
+           "ratio_by_group": {n: {g: stats.t_mean(group_ratio(n, g)[:, late].mean(1)).as_dict()
+                                  for g in groups_of[n]} for n in norms},
            "ratio_batch_fixed": {n: stats.t_mean(ratio_per_seed(n, "batch_fixed")).as_dict()
                                  for n in norms},
            "fixed_over_batch_median": {n: {"noisy": float(fixed_vs_batch(n)[0][:, late].mean()),
@@ -359,6 +399,10 @@ for n in norms:
           f"(clean test acc {acc[n]:.2f})")
 print(f"- BN ratio >= {min_ratio:g}: {v1}; BN - no-BN ratio = {gap.value:+.1f} "
       f"[{gap.lo:+.1f}, {gap.hi:+.1f}]: {v2}")
+for n in norms:
+    by = results["ratio_by_group"][n]
+    print(f"- {plots.label(n)}, noisy/clean ratio by parameter group: "
+          + ", ".join(f"{g} {by[g]['value']:.1f}" for g in groups_of[n]))
 for n in bn_like:
     d = results["fixed_over_batch_median"][n]
     rf = results["ratio_batch_fixed"][n]
