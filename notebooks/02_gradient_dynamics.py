@@ -22,8 +22,9 @@
 # than those of noisy samples in no-BN models.
 #
 # **What this notebook measures.** While training (the same data and seed for every norm), at
-# chosen epochs we compute exact per-sample gradient norms (`bnpaper.grads`) of fixed probe
-# samples, clean and noisy, with both BatchNorm semantics:
+# chosen epochs we compute exact per-sample gradient norms (`bnpaper.grads`; over all
+# parameters and per parameter group) of fixed probe samples, clean and noisy, with the two
+# BatchNorm semantics and the theory's simplification:
 # - `"batch"`: the gradient of sample i's loss term (unreduced cross-entropy, i.e. B times its
 #   share of the mean-reduced batch gradient) *inside a training batch*, train-mode BN whose
 #   batch mean and variance depend on every sample — what actually moves the parameters;
