@@ -321,7 +321,8 @@ def _coupled_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int,
     try:
         with torch.enable_grad():
             terms = _loss_terms(functional_call(model, buffers, (x,)), y)
-            eye = torch.eye(len(terms), dtype=terms.dtype, device=terms.device)[rows.to(terms.device)]
+            eye = torch.eye(len(terms), dtype=terms.dtype, device=terms.device)
+            eye = eye[rows.to(terms.device)]
             for s in range(0, len(rows), chunk):
                 e = eye[s:s + chunk]
                 gs = torch.autograd.grad(terms, rec.outputs, grad_outputs=e, retain_graph=True,

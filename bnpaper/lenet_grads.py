@@ -72,7 +72,8 @@ def batch_squared_norms(model: LeNet5, x: torch.Tensor, y: torch.Tensor, rows: t
     xh4, g4, y4 = _bn(r3 @ m.fc2.weight.T, m.norm4)
     r4 = F.relu(y4)
     p = torch.softmax(r4 @ m.fc3.weight.T + m.fc3.bias, 1)
-    p[torch.arange(b), y] -= 1                                   # d l_i / d logits_i
+    batch_idx = torch.arange(b, device=x.device)
+    p[batch_idx, y] -= 1                                         # d l_i / d logits_i
     affine = m.norm1.weight is not None
     sq = {k: x.new_zeros(b) for k in (("weight", "gamma", "beta", "bias") if affine
                                       else ("weight", "bias"))}
@@ -90,7 +91,7 @@ def batch_squared_norms(model: LeNet5, x: torch.Tensor, y: torch.Tensor, rows: t
         sq["beta"] += v4.pow(2).sum(1)
     idx2 = id2.view(b, n_c2, q2)                        # argmax positions in conv2's map
     cols2 = F.unfold(p1, c2.kernel_size).transpose(1, 2)           # (B, L2, C1*25)
-    gathered = cols2[torch.arange(b)[None, :, None], idx2.transpose(0, 1)]  # (C2, B, Q2, C1*25)
+    gathered = cols2[batch_idx[None, :, None], idx2.transpose(0, 1)]      # (C2, B, Q2, C1*25)
     gathered = gathered.reshape(n_c2, b * q2, -1)
     sum_cols = cols2.sum((0, 1))                                             # (C1*25,)
     xh2_cols = torch.einsum("bcl,blk->ck", xh2.view(b, n_c2, l2), cols2)     # (C2, C1*25)
@@ -102,7 +103,7 @@ def batch_squared_norms(model: LeNet5, x: torch.Tensor, y: torch.Tensor, rows: t
         ks = rows[s:s + chunk]
         k = len(ks)
         dz4 = -(g4v / b) * (v4[ks, None, :] + xh4[None] * (v4 * xh4)[ks, None, :])
-        dz4[torch.arange(k), ks] += g4v * v4[ks]                    # (K, B, 84)
+        dz4[torch.arange(k, device=x.device), ks] += g4v * v4[ks]     # (K, B, 84)
         sq["weight"][ks] += torch.matmul(dz4.transpose(1, 2), r3).pow(2).sum((1, 2))
         dy3 = (dz4 @ m.fc2.weight) * (y3 > 0)
         db3, dg3 = dy3.sum(1), (dy3 * xh3).sum(1)
