@@ -1,6 +1,6 @@
 """Benchmark: per-sample gradient norms against a plain training step, measured in one run.
 
-    /work/venv/bin/python bench/bench_grads.py [--batch 128] [--repeats 3] [--threads 2]
+    .venv/bin/python bench/bench_grads.py [--batch 128] [--repeats 3] [--threads 2]
 
 Prints seconds per batch and the ratio to a plain training step (forward + backward + SGD
 step) of the same model and batch, for LeNet-5 on 28x28 inputs, and the ratio of the
