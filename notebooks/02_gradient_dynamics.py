@@ -162,7 +162,8 @@ for seed in seeds:
         key = {"train": cfg.__dict__, "corruption": corruption, "noise_frac": noise_frac,
                "ood_source": ood_source if corruption == "ood" else None, "probe": probe_cfg}
         res = cache.cached(
-            "grad_dynamics", key, data=split.fingerprint(), resumable=True, modules=("grads",),
+            "grad_dynamics", key, data=split.fingerprint(), resumable=True,
+            modules=("grads", "lenet_grads"),
             compute=lambda checkpoint, split=split, cfg=cfg: train.fit(
                 split, cfg, checkpoint=checkpoint, on_epoch_end=grad_hook(split, cfg.seed),
                 desc=f"{cfg.norm} seed {cfg.seed}"))
