@@ -157,6 +157,7 @@ class _Recorder:
                 raise NotImplementedError(
                     f"per-sample gradients of {type(mod).__name__} parameters are not supported")
         self.branch: dict[int, torch.Tensor] = {}
+        self.inputs: dict[int, list[torch.Tensor]] = {}   # coupled contractions' layer inputs
 
     def _branch_hook(self, block):
         def hook(mod, inp, out):
@@ -212,17 +213,17 @@ class _Recorder:
         weight gradient is sum_j gs[k, j] (x) input_j (it reaches every sample j)."""
         sq: dict[str, torch.Tensor] = {}
         gname = lambda p: self.groups[self.names[id(p)]]
-        for (mod, a, out, box), g in zip(self.records, gs):
+        for i, ((mod, a, out, _), g) in enumerate(zip(self.records, gs)):
             k, b = g.shape[:2]
-            if not box:   # the layer inputs in the form the contractions use, once per batch
-                box.append(_contraction_input(mod, a, self.batch_stats))
-                if isinstance(mod, nn.Linear) and box[0].shape[0] < box[0].shape[1]:
-                    box.append(box[0] @ box[0].T)   # for the ghost norm
-            act = box[0]
+            if i not in self.inputs:   # the layer inputs as the contractions use them, once
+                act = _contraction_input(mod, a, self.batch_stats)
+                ghost = isinstance(mod, nn.Linear) and act.shape[0] < act.shape[1]
+                self.inputs[i] = [act, act @ act.T] if ghost else [act]
+            act = self.inputs[i][0]
             if isinstance(mod, nn.Linear):
                 gk = g.reshape(k, -1, g.shape[-1])                     # (K, B*S, out)
-                if act.shape[0] < act.shape[1]:   # ghost norm: Gram matrices over the batch
-                    w = (torch.bmm(gk, gk.transpose(1, 2)) * box[1]).sum((1, 2))
+                if len(self.inputs[i]) == 2:   # ghost norm: Gram matrices over the batch
+                    w = (torch.bmm(gk, gk.transpose(1, 2)) * self.inputs[i][1]).sum((1, 2))
                 else:
                     w = torch.matmul(gk.transpose(1, 2), act).pow(2).sum((1, 2))
                 _accumulate(sq, gname(mod.weight), w)
@@ -234,11 +235,10 @@ class _Recorder:
                 _accumulate(sq, gname(mod.weight), torch.matmul(gk, act).pow(2).sum((1, 2)))
                 if mod.bias is not None:
                     _accumulate(sq, gname(mod.bias), gk.sum(2).pow(2).sum(1))
-            elif isinstance(mod, _NORM_TYPES):
-                xhat = act
+            elif isinstance(mod, _NORM_TYPES):   # act is x_hat
                 dims = (1,) + tuple(range(3, g.dim()))
                 if mod.weight is not None and mod.weight.requires_grad:
-                    _accumulate(sq, gname(mod.weight), (g * xhat).sum(dims).pow(2).sum(1))
+                    _accumulate(sq, gname(mod.weight), (g * act).sum(dims).pow(2).sum(1))
                 if mod.bias is not None and mod.bias.requires_grad:
                     _accumulate(sq, gname(mod.bias), g.sum(dims).pow(2).sum(1))
             else:  # a block with a SkipInit scale: y = relu(branch * s + shortcut)

@@ -378,9 +378,8 @@ results = {"notebook": NB, "params": P, "claims": claims,
                                   for g in groups_of[n]} for n in norms},
            "ratio_batch_fixed": {n: stats.t_mean(ratio_per_seed(n, "batch_fixed")).as_dict()
                                  for n in norms},
-           "fixed_over_batch_median": {n: {"noisy": float(fixed_vs_batch(n)[0][:, late].mean()),
-                                           "clean": float(fixed_vs_batch(n)[1][:, late].mean())}
-                                       for n in bn_like},
+           "fixed_over_batch_median": {n: dict(zip(("noisy", "clean"), (
+               float(v[:, late].mean()) for v in fixed_vs_batch(n)))) for n in bn_like},
            "median_noisy_norm_final": {n: float(medians(n, "batch")[0][:, -1].mean()) for n in norms},
            "median_clean_norm_final": {n: float(medians(n, "batch")[1][:, -1].mean()) for n in norms},
            "noisy_share_eval_final": {n: float(medians(n, "eval")[2][:, -1].mean()) for n in norms},
