@@ -1,51 +1,66 @@
-"""Command line: `python -m bnpaper reproduce --dataset fashion_mnist --budget quick [--only 01]`."""
+"""Command line.
+
+  python -m bnpaper reproduce [--dataset D] [--budget B] [--only 01 03] [-p key=v | -p 03.key=v]
+  python -m bnpaper reproduce --reference     # the reference run: writes figures/ and results/
+  python -m bnpaper params 03 [--dataset D] [--budget B] [-p key=v] > p.yaml   # for papermill -f
+  python -m bnpaper report [--readme]
+"""
 from __future__ import annotations
 
 import argparse
 import sys
 
-import yaml
-
 from .config import BUDGETS, ConfigError
 
 
 def _override(text: str) -> tuple[str, object]:
+    from .params import load_yaml
     if "=" not in text:
-        raise argparse.ArgumentTypeError(f"-p expects key=value, got {text!r}")
+        raise argparse.ArgumentTypeError(f"-p expects key=value or NN.key=value, got {text!r}")
     key, value = text.split("=", 1)
-    return key.strip(), yaml.safe_load(value)
+    return key.strip(), load_yaml(value)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", default="fashion_mnist",
+                   help="mnist, fashion_mnist (default, offline), cifar10, cifar100")
+    p.add_argument("--budget", default="quick", help=f"one of {list(BUDGETS)} (default quick)")
+    p.add_argument("-p", "--param", action="append", type=_override, default=[],
+                   metavar="KEY=VALUE", help="set a parameter (YAML value); NN.key=value for "
+                   "notebook NN only")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bnpaper", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bnpaper", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("reproduce", help="run the notebooks with papermill, then the report")
-    rep.add_argument("--dataset", default="fashion_mnist",
-                     help="mnist, fashion_mnist (default, offline), cifar10, cifar100")
-    rep.add_argument("--budget", default="quick", help=f"one of {list(BUDGETS)} (default quick)")
+    _common(rep)
     rep.add_argument("--only", nargs="+", default=None, help="notebook numbers, e.g. 01 03")
-    rep.add_argument("-p", "--param", action="append", type=_override, default=[],
-                     metavar="KEY=VALUE", help="override one parameter (YAML value)")
     rep.add_argument("--out", default=None, help="folder for executed notebooks (default runs/)")
+    rep.add_argument("--reference", action="store_true",
+                     help="the reference run: write the repository's figures/ and results/")
     rep.add_argument("--no-report", action="store_true", help="skip the report at the end")
+    pp = sub.add_parser("params", help="print one notebook's resolved parameters as flat YAML")
+    pp.add_argument("notebook", help="e.g. 03 or 03_lira")
+    _common(pp)
     rp = sub.add_parser("report", help="collect results/*.json into figures/REPORT.md, print it")
     rp.add_argument("--readme", action="store_true", help="also update the README's table")
     args = parser.parse_args(argv)
 
-    from . import report, reproduce
+    from . import params, report, reproduce
     try:
+        if args.command == "params":
+            over = {"dataset": args.dataset, "budget": args.budget, **dict(args.param)}
+            print(params.flat_file(args.notebook, over), end="")
+            return 0
         if args.command == "reproduce":
-            import papermill as pm
-            try:
-                records = reproduce.run(args.dataset, args.budget, args.only, dict(args.param),
-                                        args.out)
-            except pm.PapermillExecutionError as exc:
-                print(f"error: notebook failed: {exc.ename}: {exc.evalue}", file=sys.stderr)
-                return 1
+            records = reproduce.run(args.dataset, args.budget, args.only, dict(args.param),
+                                    args.out, reference=args.reference)
             for r in records:
                 print(f"[bnpaper] {r.notebook}: {r.seconds:.0f} s -> {r.output}")
             print(f"[bnpaper] total: {sum(r.seconds for r in records):.0f} s")
-            if args.no_report:
+            if args.no_report or not args.reference:
                 return 0
         print(report.write_report())
         if args.command == "report" and args.readme:
@@ -53,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except reproduce.NotebookFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

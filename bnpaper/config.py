@@ -1,14 +1,12 @@
 """Parameter validation, project paths and seeding.
 
 Every bad parameter raises one `ConfigError` whose message names the key, the bad value and
-what is allowed, before any expensive work starts.
+what is allowed, before any expensive work starts. A leaf: imports no other bnpaper module.
 """
 from __future__ import annotations
 
-import ast
 import os
 import random
-import types
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -51,9 +49,10 @@ def repo_root() -> Path:
 
 
 def output_root() -> Path:
-    """Where notebooks write `figures/` and `results/`: $BNPAPER_OUTPUT, else the repository root."""
+    """Where notebooks write `figures/` and `results/`: $BNPAPER_OUTPUT, else `<repo>/runs/manual`
+    (gitignored). Only the reference run (`make reproduce`) points it at the repository itself."""
     env = os.environ.get("BNPAPER_OUTPUT")
-    return Path(env).resolve() if env else repo_root()
+    return Path(env).resolve() if env else repo_root() / "runs" / "manual"
 
 
 def cache_root() -> Path:
@@ -127,90 +126,3 @@ def check_int_list(name: str, values: Any, lo: int = 0, min_len: int = 1) -> lis
     if len(set(values)) != len(values):
         raise ConfigError(f"{name}={list(values)!r} must not repeat values")
     return list(values)
-
-
-# ---------------------------------------------------------------- notebook parameters
-def notebook_source(notebook: str) -> Path:
-    return repo_root() / "notebooks" / f"{notebook}.py"
-
-
-def notebook_defaults(notebook: str) -> dict[str, Any]:
-    """The literal defaults of a notebook's `parameters` cell, read from its py:percent source."""
-    check_choice("notebook", notebook, NOTEBOOKS)
-    path = notebook_source(notebook)
-    if not path.exists():
-        raise ConfigError(f"notebook={notebook!r} has no source at {path}")
-    text = path.read_text()
-    marker = 'tags=["parameters"]'
-    start = text.find(marker)
-    if start < 0:
-        raise ConfigError(f"{path} has no cell tagged parameters")
-    body = text[text.index("\n", start) + 1:]
-    end = body.find("\n# %%")
-    body = body if end < 0 else body[:end]
-    out: dict[str, Any] = {}
-    for node in ast.parse(body).body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            out[node.targets[0].id] = ast.literal_eval(node.value)
-    return out
-
-
-_IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
-
-
-def check_params(namespace: dict[str, Any], notebook: str) -> dict[str, Any]:
-    """Reject names injected into a notebook that its parameters cell does not define.
-
-    Call it right after the parameters cell (papermill only warns about unknown keys).
-    Returns the parameters as a dict.
-    """
-    known = notebook_defaults(notebook)
-    unknown = sorted(
-        k for k, v in namespace.items()
-        if not k.startswith("_") and k not in known and k not in _IPYTHON_NAMES
-        and not isinstance(v, (types.ModuleType, types.FunctionType, type)))
-    if unknown:
-        raise ConfigError(
-            f"unknown parameter(s) {unknown} for notebook {notebook}; known: {sorted(known)}")
-    return {k: namespace[k] for k in known if k in namespace}
-
-
-def check_keys(notebook: str, params: dict[str, Any]) -> None:
-    """Fail when `params` names keys the notebook does not have."""
-    known = notebook_defaults(notebook)
-    unknown = sorted(set(params) - set(known))
-    if unknown:
-        raise ConfigError(
-            f"unknown parameter(s) {unknown} for notebook {notebook}; known: {sorted(known)}")
-
-
-def check_common(params: dict[str, Any]) -> dict[str, Any]:
-    """Check the parameters the section notebooks share, those of them present in `params`
-    (the dict `check_params` returns): dataset, budget, arch, norms (must hold "bn" and
-    "none", the paper's comparison), ood_source, noise_frac in (0, 1), n_train, n_test,
-    epochs, seeds, batch_size (<= n_train), lr and weight_decay. A notebook adds its own
-    checks after this one."""
-    from . import data, models  # here: both import this module
-
-    p = params
-    rules = {
-        "dataset": lambda v: check_choice("dataset", v, data.DATASETS),
-        "budget": lambda v: check_choice("budget", v, BUDGETS),
-        "arch": lambda v: check_choice("arch", v, models.ARCHS),
-        "norms": lambda v: check_choices("norms", v, models.NORMS, min_len=2),
-        "ood_source": lambda v: check_choice("ood_source", v, data.OOD_SOURCES),
-        "noise_frac": lambda v: check_number("noise_frac", v, 0.0, 1.0, lo_open=True, hi_open=True),
-        "n_train": lambda v: check_number("n_train", v, 10, None, integer=True),
-        "n_test": lambda v: check_number("n_test", v, 1, None, integer=True),
-        "epochs": lambda v: check_number("epochs", v, 1, 10_000, integer=True),
-        "seeds": lambda v: check_int_list("seeds", v, lo=0),
-        "batch_size": lambda v: check_number("batch_size", v, 2, p.get("n_train"), integer=True),
-        "lr": lambda v: check_number("lr", v, 0.0, 10.0, lo_open=True),
-        "weight_decay": lambda v: check_number("weight_decay", v, 0.0, 1.0),
-    }
-    for key, rule in rules.items():
-        if key in p:
-            rule(p[key])
-    if "norms" in p and ("bn" not in p["norms"] or "none" not in p["norms"]):
-        raise ConfigError(f"norms={p['norms']!r} must include 'bn' and 'none' (the paper's comparison)")
-    return p

@@ -279,3 +279,24 @@ def memorization_score(correct: np.ndarray, keep: np.ndarray) -> np.ndarray:
     correct, keep: (M, N) bool -> (N,) float64."""
     c, k = np.asarray(correct, np.float64), np.asarray(keep, bool)
     return (c * k).sum(0) / k.sum(0) - (c * ~k).sum(0) / (~k).sum(0)
+
+
+ATTACKS = ("online", "online_fixed", "offline", "offline_fixed", "loss", "rmia")
+
+
+def pool_scores(pool, sigma_floor: float = 1e-3) -> dict[str, np.ndarray]:
+    """Membership scores (M targets, N examples) of every attack on a shadow pool (each model in
+    turn the target, the other M-1 its shadows): four LiRA variants, the loss attack, RMIA."""
+    s = lira(pool.phi, pool.keep, sigma_floor=sigma_floor)
+    s["loss"] = loss_attack(pool.logp)
+    s["rmia"] = rmia(pool.logp, pool.test_logp, pool.keep)
+    return s
+
+
+def over_targets(per_seed: list[TargetMetrics], subgroup: str, n_boot: int = 500,
+                 metrics=("auc", "balanced_acc", "tpr@0.01", "tpr@0.001")) -> dict[str, Estimate]:
+    """Mean of each metric over the targets of every seed, with a bootstrap interval over
+    targets only (optimistic: targets share shadows)."""
+    from .stats import bootstrap_mean
+    return {m: bootstrap_mean(np.concatenate([t.values[subgroup][m] for t in per_seed]),
+                              n_boot=n_boot, seed=0) for m in metrics}

@@ -39,7 +39,8 @@ def figure_dir(notebook: str, dataset: str) -> Path:
 
 
 def save_figure(fig: plt.Figure, notebook: str, dataset: str, name: str) -> Path:
-    """Save `fig` as `figures/<notebook>/<dataset>/<name>.png` and `.pdf`; return the PNG path.
+    """Save `fig` as `figures/<notebook>/<dataset>/<name>.png` and `.pdf` below the output root;
+    return the PNG path (`notebook.Run.figure` saves without echoing it).
     Metadata that would change between runs (dates, software versions) is left out."""
     d = figure_dir(notebook, dataset)
     d.mkdir(parents=True, exist_ok=True)
@@ -57,6 +58,129 @@ def band(ax: plt.Axes, x: Sequence[float], runs: np.ndarray, norm: str, name: st
     runs = np.asarray(runs, dtype=float)
     mean = np.nanmean(runs, 0)
     ax.plot(x, mean, color=color(norm), linestyle=linestyle, label=name or label(norm))
+    epoch_axis(ax)
     if len(runs) > 1:
         ax.fill_between(x, np.nanmin(runs, 0), np.nanmax(runs, 0), color=color(norm), alpha=0.2,
                         linewidth=0)
+
+
+def panels(n: int, width: float = 4.6, height: float = 3.4):
+    """A figure with `n` side-by-side panels: (fig, list of axes)."""
+    fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
+    return fig, list(axes[0])
+
+
+def epoch_axis(ax: plt.Axes) -> None:
+    """Integer ticks on an epoch axis."""
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def roc_loglog(ax: plt.Axes, curves: dict[str, tuple[np.ndarray, np.ndarray, str]],
+               title: str, floor: float = 1e-3) -> None:
+    """Log-log ROC curves {label: (fpr, tpr, color)} with the chance diagonal; the legend sits
+    in the lower right, where the diagonal leaves room."""
+    for name, (fpr, tpr, col) in curves.items():
+        ax.plot(fpr, tpr, color=col, label=name)
+    ax.plot([floor / 10, 1], [floor / 10, 1], color="grey", lw=0.8, ls=":", label="chance")
+    ax.set(xscale="log", yscale="log", xlim=(floor, 1), ylim=(floor, 1),
+           xlabel="false positive rate", ylabel="true positive rate", title=title)
+    ax.legend(loc="lower right")
+
+
+# ---------------------------------------------------------------- 04 theory
+_CYCLE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#d62728")
+
+
+def theory_margin_growth(study, batch_sizes: Sequence[int], lrs: Sequence[float]) -> plt.Figure:
+    """Left: measured vs predicted margin growth of outliers per probe (`theory.ProbeStudy`) at
+    the default lr, one colour per batch size, tiny-step probes as crosses, the identity dashed.
+    Right: the median factor |measured/predicted| per batch size and lr (rising margins)."""
+    p, rising, lr0 = study.probes, study.rising, study.default_lr
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.2, 3.8))
+    for i, B in enumerate(batch_sizes):
+        sel = (p["batch_size"] == B) & (p["lr"] == lr0) & rising
+        ax.scatter(p["predicted"][sel], p["measured"][sel], s=8, alpha=0.5,
+                   color=_CYCLE[i % len(_CYCLE)], label=f"batch {B}")
+    ax.scatter(study.tiny["predicted"], study.tiny["measured"], s=10, marker="x", color="k",
+               label=f"batch {study.default_batch_size}, step 1e-6")
+    lims = [min(p["predicted"].min(), p["measured"][rising].min()),
+            max(p["predicted"].max(), p["measured"][rising].max())]
+    ax.plot(lims, lims, "k--", lw=1, label="identity")
+    falling = int((~rising & (p["lr"] == lr0)).sum())
+    ax.set(xscale="log", yscale="log", xlabel=r"predicted $(\gamma/\sigma)^2$",
+           ylabel=r"measured $\Delta m_{BN}/\Delta m_{no\text{-}BN}$",
+           title=f"outlier margin growth, lr {lr0}" + (f" ({falling} falling not shown)" if falling else ""))
+    ax.legend(fontsize=7)
+    for i, eta in enumerate(lrs):
+        bx.plot(batch_sizes, [study.median_factor(B, eta) for B in batch_sizes], "o-",
+                color=("#2ca02c", "#1f77b4", "#d62728", "#9467bd")[i % 4], label=f"lr {eta}")
+    bx.axhline(study.tiny_full_error, color="k", ls=":", lw=1, label="step 1e-6, full first order")
+    bx.set(xscale="log", yscale="log", xlabel="batch size", xticks=list(batch_sizes),
+           xticklabels=[str(b) for b in batch_sizes], ylabel="median factor |measured / predicted|",
+           title="fixed-statistics approximation (rising margins)")
+    bx.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def theory_gamma_feedback(fb) -> plt.Figure:
+    """gamma, (gamma/sigma)^2 and outlier memorization per SGD step of the toy (`theory.
+    FeedbackStudy`), BN with outliers vs without (grey, dashed); memorization BN vs no-BN."""
+    steps = np.arange(fb.arr("bn", "gamma").shape[1])
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.3))
+    for ax, k in zip(axes[:2], ("gamma", "factor")):
+        band(ax, steps, fb.arr("bn", k), "bn", "BN, with outliers")
+        band(ax, steps, fb.arr("bn_clean", k), "bn_clean", "BN, no outliers", "--")  # grey
+    axes[0].set(xlabel="SGD step", ylabel=r"$\gamma$", title=r"BN scale $\gamma$")
+    axes[1].set(xlabel="SGD step", ylabel=r"$(\gamma/\sigma)^2$ (batch $\sigma$)", yscale="log",
+                title="predicted amplification")
+    band(axes[2], steps, fb.arr("bn", "outlier_acc"), "bn")
+    band(axes[2], steps, fb.arr("none", "outlier_acc"), "none")
+    axes[2].set(xlabel="SGD step", ylabel="outliers fit to flipped label",
+                title="memorization (with outliers)", ylim=(-0.02, 1.02))
+    for ax in axes:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def theory_gamma_sigma_layers(nets: dict, fracs: dict) -> plt.Figure:
+    """Per architecture, box plots of |gamma|/sigma per channel for each BN layer, sigma from
+    the running variance (BN colour) and from batch statistics (grey); `nets[arch]["layers"]`
+    as from `theory.gamma_sigma`, `fracs[arch]` from `theory.channel_fractions`."""
+    archs = list(nets)
+    fig, axes = plt.subplots(1, len(archs), figsize=(4.2 + 2.6 * len(archs), 3.6), squeeze=False,
+                             gridspec_kw={"width_ratios": [len(nets[a]["layers"]) + 3 for a in archs]})
+    for ax, arch in zip(axes[0], archs):
+        L = nets[arch]["layers"]
+        pos = np.arange(len(L))
+        for key, shift, col in (("ratio_running", -0.18, color("bn")), ("ratio_batch", 0.18, "#555555")):
+            ax.boxplot([l[key].numpy() for l in L], positions=pos + shift, widths=0.3, showfliers=False,
+                       boxprops={"color": col}, medianprops={"color": col})
+        ax.axhline(1, color="k", lw=1, ls="--")
+        ax.set(yscale="log", xticks=pos, ylabel=r"$|\gamma|/\sigma$ per channel",
+               title=f"{arch} (BN): {fracs[arch]['all_running'].mean():.0%} of channels > 1 (running var)")
+        ax.set_xticklabels([l["layer"].replace("blocks.", "b") for l in L], rotation=90, fontsize=6)
+        ax.plot([], [], color=color("bn"), label=r"$\sigma$ from running variance")
+        ax.plot([], [], color="#555555", label=r"$\sigma$ from batch statistics")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def theory_fraction_above_one(fracs: dict, seed: int) -> plt.Figure:
+    """Per BN layer (forward order), the fraction of channels with |gamma|/sigma > 1, one line
+    per architecture and sigma estimate, with the 'most' line at 0.5."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    for i, (arch, f) in enumerate(fracs.items()):
+        c = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd")[i % 4]
+        ax.plot(f["running"], "o-", color=c, label=f"{arch}, running variance")
+        ax.plot(f["batch"], "x--", color=c, label=f"{arch}, batch statistics")
+    ax.axhline(0.5, color="k", lw=1, ls=":")
+    ax.set(xlabel="BN layer (forward order)", ylabel=r"fraction of channels with $|\gamma|/\sigma>1$",
+           ylim=(-0.02, 1.02), title=f"per BN layer (one network per architecture, seed {seed})")
+    epoch_axis(ax)  # integer ticks
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,88 +1,75 @@
 """Run the notebooks headless with papermill for one dataset and budget.
 
-Parameters come from the notebook's defaults, then `params/<dataset>.yaml`, then
-`params/<budget>.yaml`, then the command line; each file may hold a section `all` (keys applied
-to every notebook that has them) and one section per notebook (keys the notebook must have).
-Unknown keys are an error here, before anything runs (papermill itself would only warn).
+Every selected notebook's parameters are resolved and checked (`bnpaper.params.resolve`) before
+the first one starts. Papermill injects only the explicit values (dataset, budget, `-p`), and the
+notebook resolves the rest itself in the same way, so a run by hand with the same values is the
+same configuration. Only `reference=True` (`make reproduce`: the quick budget, no overrides)
+writes the repository's figures/ and results/; every other run writes beside its executed
+notebooks under runs/.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-import yaml
-
-from .config import (BUDGETS, NOTEBOOKS, ConfigError, cache_root, check_choice, notebook_defaults,
-                     output_root, repo_root)
-from .data import DATASETS
-
-
-def params_file(name: str) -> Path:
-    return repo_root() / "params" / f"{name}.yaml"
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        raise ConfigError(f"parameter file {path} does not exist")
-    doc = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{path} must hold a mapping of sections, got {type(doc).__name__}")
-    for section, body in doc.items():
-        if section != "all" and section not in NOTEBOOKS:
-            raise ConfigError(f"{path}: unknown section {section!r}; allowed: "
-                              f"['all', {', '.join(repr(n) for n in NOTEBOOKS)}]")
-        if not isinstance(body, dict):
-            raise ConfigError(f"{path}: section {section!r} must be a mapping")
-    return doc
+from . import params
+from .config import NOTEBOOKS, ConfigError, cache_root, output_root, repo_root
+from .store import atomic_write_bytes
 
 
 def resolve_notebooks(only: Sequence[str] | None) -> list[str]:
-    """Notebook names for `--only` values such as '01' or '03_lira'; all that exist if None."""
-    existing = [n for n in NOTEBOOKS if (repo_root() / "notebooks" / f"{n}.ipynb").exists()]
-    if not only:
-        return existing
-    out = []
-    for o in only:
-        match = [n for n in NOTEBOOKS if n == o or n.split("_")[0] == o]
-        if not match:
-            raise ConfigError(f"--only {o!r} names no notebook; allowed: "
-                              f"{[n.split('_')[0] for n in NOTEBOOKS]} or full names")
-        if match[0] not in existing:
-            raise ConfigError(f"--only {o!r}: notebooks/{match[0]}.ipynb does not exist yet")
-        out.append(match[0])
+    """Notebook names for `--only` values such as '01' or '03_lira'; all of them if None."""
+    names = list(NOTEBOOKS) if not only else [params.notebook_name(o) for o in only]
+    for n in names:
+        if not (repo_root() / "notebooks" / f"{n}.ipynb").exists():
+            raise ConfigError(f"notebooks/{n}.ipynb does not exist")
+    return names
+
+
+def split_overrides(notebooks: list[str], overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per notebook, the `-p` values that apply to it: `key=v` goes to every selected notebook
+    that declares `key` (at least one must), `03.key=v` to notebook 03 only (it must be selected
+    and declare it)."""
+    per = {nb: {} for nb in notebooks}
+    for key, value in overrides.items():
+        if key in ("dataset", "budget"):
+            raise ConfigError(f"parameter {key!r} is set by --{key}, not by -p {key}={value!r}")
+        if "." in key:
+            prefix, name = key.split(".", 1)
+            nb = params.notebook_name(prefix)
+            if nb not in per:
+                raise ConfigError(f"-p {key}: notebook {nb} is not selected (selected: {notebooks})")
+            if name not in params.DECLARATIONS[nb]:
+                raise ConfigError(f"-p {key}: unknown parameter {name!r} for notebook {nb}; "
+                                  f"known: {sorted(params.DECLARATIONS[nb])}")
+            per[nb][name] = value
+            continue
+        targets = [nb for nb in notebooks if key in params.DECLARATIONS[nb]]
+        if not targets:
+            raise ConfigError(f"-p {key}: unknown parameter {key!r}: no selected notebook "
+                              f"({', '.join(notebooks)}) declares it")
+        for nb in targets:
+            per[nb][key] = value
+    return per
+
+
+def plan(dataset: str, budget: str, only: Sequence[str] | None = None,
+         overrides: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """{notebook: the explicit values papermill injects}, every notebook's full parameters
+    resolved and checked first (a bad value anywhere fails here, before anything runs)."""
+    params.check_params_files()
+    notebooks = resolve_notebooks(only)
+    per = split_overrides(notebooks, dict(overrides or {}))
+    out = {}
+    for nb in notebooks:
+        explicit = {"dataset": dataset, "budget": budget, **per[nb]}
+        params.resolve(nb, explicit)
+        out[nb] = explicit
     return out
-
-
-def notebook_params(notebook: str, dataset: str, budget: str,
-                    overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The parameters papermill injects into `notebook` for this dataset and budget."""
-    check_choice("dataset", dataset, DATASETS)
-    check_choice("budget", budget, BUDGETS)
-    known = notebook_defaults(notebook)
-    merged: dict[str, Any] = {}
-    for name in (dataset, budget):
-        path = params_file(name)
-        doc = _read_yaml(path)
-        shared = doc.get("all", {})
-        merged.update({k: v for k, v in shared.items() if k in known})
-        section = doc.get(notebook, {})
-        unknown = sorted(set(section) - set(known))
-        if unknown:
-            raise ConfigError(f"{path}: unknown parameter(s) {unknown} for notebook {notebook}; "
-                              f"known: {sorted(known)}")
-        merged.update(section)
-    for k, v in (overrides or {}).items():
-        if k in ("dataset", "budget"):
-            raise ConfigError(f"parameter {k!r} is set by --{k}, not by -p {k}={v}")
-        if k not in known:
-            raise ConfigError(f"unknown parameter {k!r} for notebook {notebook}; "
-                              f"known: {sorted(known)}")
-        merged[k] = v
-    merged["dataset"], merged["budget"] = dataset, budget
-    return merged
 
 
 @dataclass(frozen=True)
@@ -92,29 +79,72 @@ class RunRecord:
     seconds: float
 
 
+class NotebookFailed(RuntimeError):
+    """A notebook stopped: one line naming it, the error and the executed copy."""
+
+
+def _engine(log: Callable[[str], None], notebook: str):
+    """A papermill engine that logs a line per finished code cell (the runner is never silent)."""
+    from papermill.engines import NBClientEngine
+
+    class Engine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
+            code = [i for i, c in enumerate(nb_man.nb.cells) if c.cell_type == "code"]
+            t0, done = time.perf_counter(), nb_man.cell_complete
+
+            def cell_complete(cell, cell_index=None, **kw):
+                done(cell, cell_index=cell_index, **kw)
+                if cell.cell_type == "code" and cell_index in code:
+                    log(f"[bnpaper] {notebook}: cell {code.index(cell_index) + 1}/{len(code)} "
+                        f"done ({time.perf_counter() - t0:.0f} s)")
+            nb_man.cell_complete = cell_complete
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+    return Engine
+
+
+def execute(notebook: str, injected: dict[str, Any], dst: Path, log=print) -> None:
+    """Execute one notebook with papermill into `dst`; failures are one `NotebookFailed` line."""
+    import papermill as pm
+    from nbclient.exceptions import DeadKernelError
+    from papermill.engines import papermill_engines
+
+    papermill_engines.register("bnpaper", _engine(log, notebook))
+    src = repo_root() / "notebooks" / f"{notebook}.ipynb"
+    try:
+        pm.execute_notebook(str(src), str(dst), parameters=injected, kernel_name="python3",
+                            cwd=str(dst.parent), progress_bar=False, engine_name="bnpaper")
+    except pm.PapermillExecutionError as exc:
+        raise NotebookFailed(f"notebook {notebook} failed: {exc.ename}: "
+                             f"{exc.evalue.splitlines()[0] if exc.evalue else ''} "
+                             f"(executed copy: {dst})") from None
+    except DeadKernelError:
+        raise NotebookFailed(f"notebook {notebook}: the kernel died (out of memory, or killed); "
+                             f"executed copy: {dst}") from None
+
+
 def run(dataset: str, budget: str, only: Sequence[str] | None = None,
         overrides: dict[str, Any] | None = None, out_dir: str | Path | None = None,
-        log=print) -> list[RunRecord]:
-    """Execute the notebooks with papermill into `out_dir` (default `runs/<budget>/<dataset>`)."""
-    import papermill as pm
-
-    notebooks = resolve_notebooks(only)
-    plan = {nb: notebook_params(nb, dataset, budget, overrides) for nb in notebooks}  # fail early
+        reference: bool = False, log=print) -> list[RunRecord]:
+    """Execute the notebooks into `out_dir` (default runs/<budget>/<dataset>)."""
+    if reference and (budget != "quick" or overrides):
+        raise ConfigError(f"--reference is the quick budget without -p overrides (got budget "
+                          f"{budget!r}, overrides {dict(overrides or {})}); drop --reference")
+    todo = plan(dataset, budget, only, overrides)
     out = Path(out_dir) if out_dir else repo_root() / "runs" / budget / dataset
     out.mkdir(parents=True, exist_ok=True)
-    if budget != "quick" and "BNPAPER_OUTPUT" not in os.environ:
-        # only the quick budget (the reference run) writes the repository's figures/ and results/
+    if reference:
+        os.environ["BNPAPER_OUTPUT"] = str(repo_root())
+    elif "BNPAPER_OUTPUT" not in os.environ:
         os.environ["BNPAPER_OUTPUT"] = str(out.resolve())
-        log(f"[bnpaper] budget {budget}: figures and results go to {out}")
+    log(f"[bnpaper] figures and results -> {output_root()}")
     records = []
-    cached = cache_entries()
-    for nb, params in plan.items():
-        src = repo_root() / "notebooks" / f"{nb}.ipynb"
+    for nb, injected in todo.items():
+        cached = cache_entries()
         dst = out / f"{nb}.ipynb"
-        log(f"[bnpaper] {nb}: dataset={dataset} budget={budget} -> {dst}")
+        log(f"[bnpaper] {nb}: {', '.join(f'{k}={v!r}' for k, v in injected.items())} -> {dst}")
         t0 = time.perf_counter()
-        pm.execute_notebook(str(src), str(dst), parameters=params, kernel_name="python3",
-                            cwd=str(out), progress_bar=False)
+        execute(nb, injected, dst, log)
         dt = time.perf_counter() - t0
         log(f"[bnpaper] {nb}: done in {dt:.0f} s")
         write_run_time(nb, dataset, budget, dt, cached)
@@ -125,17 +155,13 @@ def run(dataset: str, budget: str, only: Sequence[str] | None = None,
 def cache_entries() -> int:
     """How many finished units the run cache holds (0: the run starts from nothing)."""
     root = cache_root()
-    return sum(1 for _ in root.glob("*/*.json")) if root.exists() else 0
+    return sum(1 for _ in root.glob("*/*.pt")) if root.exists() else 0
 
 
 def write_run_time(notebook: str, dataset: str, budget: str, seconds: float,
-                   cache_entries_at_start: int) -> Path:
+                   cache_entries_at_start: int) -> None:
     """Record a notebook's wall time next to its results (the report shows it)."""
-    import json
-
-    from .store import atomic_write_bytes
     path = output_root() / "results" / notebook / dataset / "run_time.json"
     rec = {"notebook": notebook, "dataset": dataset, "budget": budget, "seconds": round(seconds, 1),
            "cpu_count": os.cpu_count(), "cache_entries_at_start": cache_entries_at_start}
     atomic_write_bytes(path, (json.dumps(rec, indent=1) + "\n").encode())
-    return path

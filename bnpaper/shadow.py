@@ -2,7 +2,8 @@
 shadow training through an executor, and the pool's logits.
 
 Each shadow model is one cached unit (`Store().cached("shadow", config, ...)`, keyed by its
-full training config, its keep column and the pool's data fingerprint). Results are stored on
+full training config, its mitigation, its keep column, the pool's data fingerprint and the
+package source). Results are stored on
 the client as each unit finishes, so a killed run loses at most the units in flight and a
 re-run trains only the missing ones.
 
@@ -34,11 +35,12 @@ import torch
 import torch.nn.functional as F
 
 from . import mia
+from .mitigation import MitigationConfig, fit_mitigated
 from .config import ConfigError, check_choice
 from .data import Split, normalize
 from .models import build_model
-from .store import Store, cache_key
-from .train import TrainConfig, fit
+from .store import Store
+from .train import TrainConfig
 
 QUERY_MODES = ("eval", "train-batch")
 TRAINERS = ("auto", "plain", "packed")
@@ -108,6 +110,7 @@ class ShadowTask:
     members: tuple[np.ndarray, ...]        # row indices each shadow trains on
     trainer: str                           # "plain" or "packed"
     threads: int = 0                       # torch threads in the worker (0: leave as is)
+    mitigation: MitigationConfig = MitigationConfig()  # a gamma/sigma regularizer (plain only)
 
 
 def _train_states(task: ShadowTask) -> list[dict]:
@@ -120,7 +123,7 @@ def _train_states(task: ShadowTask) -> list[dict]:
         r = torch.as_tensor(rows)
         s = task.split
         sub = replace(s, x=s.x[r], y=s.y[r], y_true=s.y_true[r], mask=s.mask[r])
-        states.append(fit(sub, cfg, progress=False).state)
+        states.append(fit_mitigated(sub, cfg, task.mitigation, progress=False).state)
     return states
 
 
@@ -217,32 +220,44 @@ def shadow_configs(base: TrainConfig, m: int, seed: int) -> list[TrainConfig]:
     return [replace(base, seed=seed * 1000 + i) for i in range(m)]
 
 
-def _unit_config(cfg: TrainConfig, rows: np.ndarray, trainer: str) -> dict:
-    return {"train": asdict(cfg), "trainer": trainer,
+def _unit_config(cfg: TrainConfig, rows: np.ndarray, trainer: str,
+                 mitigation: MitigationConfig = MitigationConfig()) -> dict:
+    return {"train": asdict(cfg), "trainer": trainer, "mitigation": mitigation.as_dict(),
             "keep": hashlib.sha256(np.asarray(rows, np.int64).tobytes()).hexdigest()}
+
+
+def _trainer(trainer: str, arch: str, pack_size: int, mitigation: MitigationConfig) -> str:
+    """The trainer "auto" stands for: packed LeNets, unless a regularizer is trained (plain)."""
+    check_choice("trainer", trainer, TRAINERS)
+    if trainer == "auto":
+        packable = arch == "lenet" and pack_size > 1 and mitigation.method == "none"
+        return "packed" if packable else "plain"
+    if trainer == "packed" and arch != "lenet":
+        raise ConfigError(f"trainer='packed' supports arch='lenet' only, not {arch!r}")
+    if trainer == "packed" and mitigation.method != "none":
+        raise ConfigError("trainer='packed' cannot train a gamma/sigma regularizer; use 'plain' or 'auto'")
+    return trainer
 
 
 def run_shadows(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0,
                 executor: str = "inprocess", trainer: str = "auto", pack_size: int = 8,
                 bn_query_mode: str = "eval", store: Store | None = None,
-                progress: bool = True, threads: int = 0) -> ShadowPool:
+                progress: bool = True, threads: int = 0,
+                mitigation: MitigationConfig = MitigationConfig()) -> ShadowPool:
     """Train (or load) the M = len(keep) shadows of `split` and return their scores.
 
-    trainer "auto" packs LeNets (`pack_size` per unit) and trains other archs one by one.
+    trainer "auto" packs LeNets (`pack_size` per unit) and trains other archs, and every
+    shadow with a `mitigation` (the gamma/sigma regularizer), one by one.
     bn_query_mode "train-batch" recomputes the queries from the stored weights."""
     from tqdm.auto import tqdm
 
-    check_choice("trainer", trainer, TRAINERS)
     check_choice("bn_query_mode", bn_query_mode, QUERY_MODES)
-    if trainer == "auto":
-        trainer = "packed" if base.arch == "lenet" and pack_size > 1 else "plain"
-    if trainer == "packed" and base.arch != "lenet":
-        raise ConfigError(f"trainer='packed' supports arch='lenet' only, not {base.arch!r}")
+    trainer = _trainer(trainer, base.arch, pack_size, mitigation)
     store = store or Store()
     fp = split.fingerprint()
     cfgs = shadow_configs(base, len(keep), seed)
     rows = [np.flatnonzero(k) for k in keep]
-    units = [_unit_config(c, r, trainer) for c, r in zip(cfgs, rows)]
+    units = [_unit_config(c, r, trainer, mitigation) for c, r in zip(cfgs, rows)]
     missing = [i for i, u in enumerate(units) if not store.has("shadow", u, fp)]
     size = pack_size if trainer == "packed" else 1
     groups: list[list[int]] = []
@@ -258,7 +273,7 @@ def run_shadows(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0
             while todo and len(running) < n_workers:
                 g = todo.popleft()
                 task = ShadowTask(split, tuple(cfgs[i] for i in g), tuple(rows[i] for i in g),
-                                  "packed" if len(g) > 1 else "plain", threads)
+                                  "packed" if len(g) > 1 else "plain", threads, mitigation)
                 running[ex.submit(train_task, task)] = g
             fin, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
             for fut in fin:
@@ -273,7 +288,7 @@ def run_shadows(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0
     acc = {k: [] for k in ("phi", "logp", "test_logp", "correct", "train_acc",
                            "train_clean_acc", "test_acc")}
     for cfg, u in zip(cfgs, units):
-        res = torch.load(store.path("shadow", cache_key("shadow", u, fp)), weights_only=False)
+        res = store.load("shadow", u, fp)
         logits = res["logits"]
         if bn_query_mode != "eval":
             model = build_model(cfg.arch, cfg.norm, c, split.n_classes, h)
@@ -293,17 +308,16 @@ def run_shadows(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0
 
 
 def n_cached(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0,
-             trainer: str = "auto", pack_size: int = 8, store: Store | None = None) -> int:
+             trainer: str = "auto", pack_size: int = 8, store: Store | None = None,
+             mitigation: MitigationConfig = MitigationConfig()) -> int:
     """How many shadows of this pool are already in the store."""
-    if trainer == "auto":
-        trainer = "packed" if base.arch == "lenet" and pack_size > 1 else "plain"
+    trainer = _trainer(trainer, base.arch, pack_size, mitigation)
     store = store or Store()
     fp = split.fingerprint()
     cfgs = shadow_configs(base, len(keep), seed)
-    return sum(store.has("shadow", _unit_config(c, np.flatnonzero(k), trainer), fp)
+    return sum(store.has("shadow", _unit_config(c, np.flatnonzero(k), trainer, mitigation), fp)
                for c, k in zip(cfgs, keep))
 
 
 __all__ = ["keep_matrix", "query_shifts", "query_logits", "run_shadows", "ShadowPool",
-           "open_executor", "check_executor", "train_task", "ShadowTask", "n_cached",
-           "cache_key"]
+           "open_executor", "check_executor", "train_task", "ShadowTask", "n_cached"]

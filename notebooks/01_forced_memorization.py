@@ -49,40 +49,11 @@ batch_size = 128                 # SGD mini-batch size
 lr = 0.05                        # peak learning rate (cosine schedule, momentum 0.9)
 weight_decay = 5e-4              # L2 weight decay
 augment = False                  # random crop + flip (CIFAR)
-acc_tolerance = 0.05             # a gap counts as "reproduced" only if BN's clean test accuracy
-                                 # exceeds no-BN's by at most this (else no-BN may just have learned less)
 download = False                 # allow torchvision to download the dataset if it is missing
 
 # %%
-from bnpaper import config
-
-P = config.check_params(globals(), "01_forced_memorization")
-from bnpaper import data, models
-
-NB = "01_forced_memorization"
-config.check_common(P)
-corruptions = [corruption] if isinstance(corruption, str) else corruption
-config.check_choices("corruption", corruptions, ("flip", "ood"))
-config.check_number("acc_tolerance", acc_tolerance, 0.0, 1.0)
-ds = data.load_dataset(dataset, download=download)  # a missing dataset is one clear error here
-config.check_number("n_train", n_train, 10, len(ds.x_train), integer=True)
-if "ood" in corruptions and ood_source not in ("noise", "digits"):
-    data.locate(ood_source)
-
-# %%
 # NBVAL_IGNORE_OUTPUT
-import platform
-
-import matplotlib.pyplot as plt
-import numpy as np
-import torch
-
-from bnpaper import plots, stats, store, train
-
-plots.use_style()
-print(f"python {platform.python_version()}, torch {torch.__version__}, "
-      f"{torch.get_num_threads()} threads; dataset {dataset}: {len(ds.x_train)} train / "
-      f"{len(ds.x_test)} test images of shape {tuple(ds.x_train.shape[1:])}")
+from bnpaper import notebook; run = notebook.start(globals(), "01_forced_memorization")  # noqa: E702
 
 # %% [markdown]
 # ## The experiment
@@ -93,31 +64,26 @@ print(f"python {platform.python_version()}, torch {torch.__version__}, "
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-cache = store.Store()
-runs = {}  # (corruption, norm, seed) -> history
-for corr in corruptions:
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import Markdown, display
+
+from bnpaper import claims, data, plots, stats, train, units
+
+plots.use_style()
+ds = data.load_dataset(dataset, download=download)
+runs = {}  # (corruption, norm, seed) -> per-epoch history
+for corr in corruption:
     for seed in seeds:
         split = data.make_split(ds, n_train, corr, noise_frac, seed, ood_source, n_test)
         for norm in norms:
             cfg = train.TrainConfig(arch=arch, norm=norm, epochs=epochs, batch_size=batch_size,
                                     lr=lr, weight_decay=weight_decay, augment=augment, seed=seed)
-            key = {"train": cfg.__dict__, "corruption": corr, "noise_frac": noise_frac,
-                   "ood_source": ood_source if corr == "ood" else None}
-            res = cache.cached(
-                "train", key, data=split.fingerprint(), resumable=True,
-                compute=lambda checkpoint, split=split, cfg=cfg, corr=corr: train.fit(
-                    split, cfg, checkpoint=checkpoint, desc=f"{corr} {cfg.norm} seed {cfg.seed}"))
-            runs[corr, norm, seed] = res.history
+            runs[corr, norm, seed] = units.trained(split, cfg, desc=f"{corr} {norm} seed {seed}").history
+curves = lambda corr, norm, key: train.curves([runs[corr, norm, s] for s in seeds], key)  # (seeds, epochs+1)
+ep = np.array(runs[corruption[0], norms[0], seeds[0]]["epoch"])
+TITLE = {"flip": f"label flips ({noise_frac:.0%} of {n_train})", "ood": f"OOD samples ({noise_frac:.0%} of {n_train})"}
 print(f"{len(runs)} models ready")
-
-
-# %%
-def curves(corr, norm, key):
-    """(seeds, epochs+1) array of one history entry."""
-    return np.array([runs[corr, norm, s][key] for s in seeds], dtype=float)
-
-
-ep = np.array(runs[corruptions[0], norms[0], seeds[0]]["epoch"])
 
 # %% [markdown]
 # ## Figure 1: memorization curves
@@ -125,15 +91,16 @@ ep = np.array(runs[corruptions[0], norms[0], seeds[0]]["epoch"])
 # over seeds, band = min..max). Chance level is 1/classes.
 
 # %%
-fig, axes = plt.subplots(1, len(corruptions), figsize=(4.6 * len(corruptions), 3.4), squeeze=False)
-for ax, corr in zip(axes[0], corruptions):
+fig, axes = plots.panels(len(corruption))
+for ax, corr in zip(axes, corruption):
     for norm in norms:
         plots.band(ax, ep, curves(corr, norm, "noisy_acc"), norm)
-    ax.set(title=f"{'label flips' if corr == 'flip' else 'OOD samples'} ({noise_frac:.0%} of {n_train})",
-           xlabel="epoch", ylabel="memorization (accuracy on corrupted labels)", ylim=(0, 1.02))
-    ax.legend()
+    ax.axhline(1 / ds.n_classes, color="grey", lw=0.8, ls=":", label="chance (1/classes)")
+    ax.set(title=TITLE[corr], xlabel="epoch", ylabel="memorization (accuracy on corrupted labels)",
+           ylim=(0, 1.02))
+    ax.legend(title=f"mean, band: range of {len(seeds)} seeds")
 fig.tight_layout()
-plots.save_figure(fig, NB, dataset, "memorization_curves")
+run.figure(fig, "memorization_curves")
 
 # %% [markdown]
 # ## Figure 2: loss on noisy vs clean samples
@@ -141,31 +108,29 @@ plots.save_figure(fig, NB, dataset, "memorization_curves")
 # clean training samples. The paper reports that BN drives the noisy loss down much faster.
 
 # %%
-fig, axes = plt.subplots(1, len(corruptions), figsize=(4.6 * len(corruptions), 3.4), squeeze=False)
-for ax, corr in zip(axes[0], corruptions):
+fig, axes = plots.panels(len(corruption))
+for ax, corr in zip(axes, corruption):
     for norm in norms:
         plots.band(ax, ep, curves(corr, norm, "noisy_loss"), norm, f"{plots.label(norm)}: noisy")
         plots.band(ax, ep, curves(corr, norm, "clean_loss"), norm, f"{plots.label(norm)}: clean", "--")
-    ax.set(title="label flips" if corr == "flip" else "OOD samples", xlabel="epoch",
-           ylabel="cross-entropy (nats, log scale)", yscale="log")
+    ax.set(title=TITLE[corr], xlabel="epoch", ylabel="cross-entropy (nats, log scale)", yscale="log")
     ax.legend(ncol=1)
 fig.tight_layout()
-plots.save_figure(fig, NB, dataset, "loss_noisy_vs_clean")
+run.figure(fig, "loss_noisy_vs_clean")
 
 # %% [markdown]
 # ## Figure 3: clean test accuracy
 # The utility side: BN and no-BN must both learn the task for the comparison to be fair.
 
 # %%
-fig, axes = plt.subplots(1, len(corruptions), figsize=(4.6 * len(corruptions), 3.4), squeeze=False)
-for ax, corr in zip(axes[0], corruptions):
+fig, axes = plots.panels(len(corruption))
+for ax, corr in zip(axes, corruption):
     for norm in norms:
         plots.band(ax, ep, curves(corr, norm, "test_acc"), norm)
-    ax.set(title="label flips" if corr == "flip" else "OOD samples", xlabel="epoch",
-           ylabel="clean test accuracy")
+    ax.set(title=TITLE[corr], xlabel="epoch", ylabel="clean test accuracy")
     ax.legend()
 fig.tight_layout()
-plots.save_figure(fig, NB, dataset, "test_accuracy")
+run.figure(fig, "test_accuracy")
 
 # %% [markdown]
 # ## Table: speed and strength of memorization
@@ -176,7 +141,7 @@ plots.save_figure(fig, NB, dataset, "test_accuracy")
 
 # %%
 rows, summary = [], {}
-for corr in corruptions:
+for corr in corruption:
     for norm in norms:
         mem = curves(corr, norm, "noisy_acc")
         e50 = [stats.epochs_to(c, ep, 0.5) for c in mem]
@@ -193,8 +158,6 @@ for corr in corruptions:
         rows.append(f"| {corr} | {plots.label(norm)} | {fmt(e50)} | {fmt(e90)} | "
                     f"{s['final_memorization']:.3f} | {true_acc} | "
                     f"{s['clean_train_acc']:.3f} | {s['clean_test_acc']:.3f} |")
-from IPython.display import Markdown, display
-
 display(Markdown("| corruption | model | epochs to 50% | epochs to 90% | final memorization "
                  "| corrupted: true-label acc. | clean train acc. | clean test acc. |\n"
                  "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)))
@@ -203,51 +166,38 @@ display(Markdown("| corruption | model | epochs to 50% | epochs to 90% | final m
 # ## Verdict
 # Each claim is a paired comparison BN minus no-BN (same data, same seed) with a 95% Student-t
 # interval over seeds (`stats.t_paired_diff`; with a handful of seeds a bootstrap would only
-# return the seeds' range). `stats.verdict`: "reproduced" when the interval is above zero,
-# "not reproduced" when it is below, "inconclusive" otherwise, and also "inconclusive" when
-# BN's clean test accuracy exceeds no-BN's by more than `acc_tolerance` (then the no-BN model
-# may memorize less only because it learned less). Three measurements per corruption:
-# final memorization (strength), mean memorization over training (the area under Figure 1's
-# curve: speed and strength together), and the mean cross-entropy of the corrupted samples
-# over training (Figure 2: how fast the noisy loss is driven down; no-BN minus BN, so that
-# positive means BN lower).
+# return the seeds' range), judged by the claim's test in `bnpaper/claims.yaml`: the interval
+# must exclude zero and the estimate reach the claim's minimum effect, and a "reproduced" turns
+# "inconclusive" when BN's clean test accuracy exceeds no-BN's by more than the tolerance (no-BN
+# may memorize less only because it learned less). Three measurements per corruption: final
+# memorization (strength), mean memorization over training (the area under Figure 1's curve:
+# speed and strength together), and the mean cross-entropy of the corrupted samples over
+# training (Figure 2; no-BN minus BN, so that positive means BN lower).
 
 # %%
-claims = []
-for corr in corruptions:
-    what = "label-flipped" if corr == "flip" else "OOD"
+auc = lambda corr, norm, key: [stats.area_under_curve(c, ep) for c in curves(corr, norm, key)]
+rows = []
+for corr in corruption:
     acc = {n: summary[f"{corr}/{n}"]["clean_test_acc"] for n in norms}
-    auc = lambda norm, key: [stats.area_under_curve(c, ep) for c in curves(corr, norm, key)]
-    for metric, bn_v, no_v, words, unit in (
+    for metric, bn_v, no_v, unit in (
             ("final", curves(corr, "bn", "noisy_acc")[:, -1], curves(corr, "none", "noisy_acc")[:, -1],
-             f"BN models reach higher accuracy (memorization) on the {what} subset",
              "BN minus no-BN, final accuracy on corrupted labels"),
-            ("speed", auc("bn", "noisy_acc"), auc("none", "noisy_acc"),
-             f"BN models memorize the {what} subset faster",
+            ("speed", auc(corr, "bn", "noisy_acc"), auc(corr, "none", "noisy_acc"),
              "BN minus no-BN, mean accuracy on corrupted labels over training"),
-            ("loss", auc("none", "noisy_loss"), auc("bn", "noisy_loss"),
-             f"BN drives the loss on the {what} samples down faster",
+            ("loss", auc(corr, "none", "noisy_loss"), auc(corr, "bn", "noisy_loss"),
              "no-BN minus BN, mean cross-entropy (nats) of corrupted samples over training")):
-        gap = stats.t_paired_diff(bn_v, no_v)
-        claims.append({
-            "claim": words, "paper": "BN higher than no-BN across architectures and datasets"
-            if metric != "loss" else "BN drives the noisy loss down much faster than no-BN",
-            "measured": gap.value, "lo": gap.lo, "hi": gap.hi, "unit": unit,
-            "verdict": stats.verdict(gap, 0.0, acc["bn"] - acc["none"], acc_tolerance),
-            "dataset": dataset, "budget": budget, "metric": metric, "corruption": corr,
-            "clean_test_acc": acc})
-
-results = {"notebook": NB, "params": P, "summary": summary, "claims": claims,
-           "key_figures": [f"figures/{NB}/{dataset}/memorization_curves.png",
-                           f"figures/{NB}/{dataset}/loss_noisy_vs_clean.png"],
-           "histories": {f"{c}/{n}/{s}": h for (c, n, s), h in runs.items()}}
-store.save_results(NB, dataset, results)
+        rows.append(claims.judge(f"01.{metric}.{corr}", stats.t_paired_diff(bn_v, no_v),
+                                 acc_gap=acc["bn"] - acc["none"], unit=unit, clean_test_acc=acc,
+                                 dataset=dataset, budget=budget, corruption=corr))
+run.save({"summary": summary, "claims": rows,
+          "key_figures": notebook.figure_paths(run, ["memorization_curves", "loss_noisy_vs_clean"]),
+          "histories": {f"{c}/{n}/{s}": h for (c, n, s), h in runs.items()}})
 
 # %%
 # NBVAL_CHECK_OUTPUT
 print(f"Forced memorization on {dataset} ({arch}, {noise_frac:.0%} corrupted, {len(seeds)} seeds, "
       f"{epochs} epochs, budget {budget})")
-for c in claims:
+for c in rows:
     accs = ", ".join(f"{plots.label(n)} {a:.2f}" for n, a in c["clean_test_acc"].items())
     print(f"- {c['claim']}: {c['unit'].split(',')[0]} = {c['measured']:+.2f} "
           f"[{c['lo']:+.2f}, {c['hi']:+.2f}] -> {c['verdict']} (clean test acc: {accs})")

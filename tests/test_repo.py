@@ -53,3 +53,56 @@ def test_readme_table_equals_committed_results():
     i, j = text.index(report.START), text.index(report.END) + len(report.END)
     assert text[i:j] == report.readme_block(ROOT), \
         "README table is stale: run `python -m bnpaper report --readme`"
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
+def test_notebook_is_thin(py):
+    """At most 250 lines; no validation, cache keys or cached units built in the notebook."""
+    text = py.read_text()
+    assert len(text.splitlines()) <= 250
+    for banned in ("check_", ".cached(", "Store(", "cache_key", "save_figure(", "import platform"):
+        assert banned not in text, f"{py.name} uses {banned!r}: that belongs in bnpaper/"
+    assert f'notebook.start(globals(), "{py.stem}")' in text
+
+
+def test_package_has_no_import_cycle():
+    import ast
+    graph = {}
+    for path in sorted((ROOT / "bnpaper").glob("*.py")):
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    deps.add(node.module.split(".")[0])
+                else:
+                    deps.update(a.name for a in node.names)
+        graph[path.stem] = deps & {p.stem for p in (ROOT / "bnpaper").glob("*.py")}
+    graph.pop("__init__", None)
+    state = {}
+
+    def visit(n, trail):
+        if state.get(n) == "done":
+            return
+        assert state.get(n) != "open", f"import cycle: {' -> '.join(trail + [n])}"
+        state[n] = "open"
+        for d in sorted(graph.get(n, ())):
+            visit(d, trail + [n])
+        state[n] = "done"
+    for n in graph:
+        visit(n, [])
+    assert not graph["config"], "config must stay a leaf"
+
+
+def test_a_notebook_run_by_hand_leaves_the_repository_untouched(tmp_path, monkeypatch):
+    """papermill by hand (no BNPAPER_OUTPUT): outputs go to runs/manual, never to figures/ or results/."""
+    import subprocess
+    import sys
+    monkeypatch.delenv("BNPAPER_OUTPUT", raising=False)
+    before = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+    out = tmp_path / "out.ipynb"
+    subprocess.run([sys.executable, "-m", "papermill", str(ROOT / "notebooks" / "03_lira.ipynb"), str(out),
+                    "-p", "budget", "ci",
+                    "--cwd", str(tmp_path)], check=True, capture_output=True)
+    after = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert after == before
+    assert (ROOT / "runs" / "manual" / "results" / "03_lira" / "fashion_mnist" / "results.json").exists()

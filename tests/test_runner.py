@@ -1,69 +1,183 @@
+"""Parameters by every route: declarations, params files, the runner's plan, the notebook's start()."""
 import pytest
 import yaml
 
-from bnpaper import config, reproduce
+from bnpaper import config, notebook, params, reproduce
 from bnpaper.config import ConfigError
 
 NB = "01_forced_memorization"
 
 
-def test_notebook_defaults_are_read_from_the_parameters_cell():
-    d = config.notebook_defaults(NB)
-    assert d["dataset"] == "fashion_mnist" and d["budget"] == "quick" and "bn" in d["norms"]
-
-
-def test_params_merge_dataset_then_budget_then_cli():
-    p = reproduce.notebook_params(NB, "fashion_mnist", "ci", {"epochs": 7})
-    ci = yaml.safe_load((config.repo_root() / "params" / "ci.yaml").read_text())[NB]
-    assert p["n_train"] == ci["n_train"] and p["epochs"] == 7
-    assert p["dataset"] == "fashion_mnist" and p["budget"] == "ci"
-
-
-@pytest.mark.parametrize("dataset,budget,over,match", [
-    ("cifar11", "ci", {}, r"dataset='cifar11' is not allowed"),
-    ("fashion_mnist", "huge", {}, r"budget='huge' is not allowed"),
-    ("fashion_mnist", "ci", {"bogus": 1}, r"unknown parameter 'bogus'"),
-    ("fashion_mnist", "ci", {"dataset": "mnist"}, r"set by --dataset"),
-])
-def test_bad_runner_input_is_one_clear_error(dataset, budget, over, match):
-    with pytest.raises(ConfigError, match=match):
-        reproduce.notebook_params(NB, dataset, budget, over)
-
-
-def test_unknown_key_in_a_params_file_is_an_error(tmp_path, monkeypatch):
+def _fake_root(tmp_path, monkeypatch, files: dict[str, str]):
+    """A repository root with the real notebook sources and the given params files."""
     (tmp_path / "params").mkdir()
     (tmp_path / "notebooks").mkdir()
-    (tmp_path / "notebooks" / f"{NB}.py").write_text(
-        config.notebook_source(NB).read_text())
-    (tmp_path / "params" / "fashion_mnist.yaml").write_text("all: {arch: lenet}\n")
-    (tmp_path / "params" / "ci.yaml").write_text(f"{NB}:\n  epoch: 3\n")
+    for nb in config.NOTEBOOKS:
+        src = config.repo_root() / "notebooks" / f"{nb}.py"
+        (tmp_path / "notebooks" / f"{nb}.py").write_text(src.read_text())
+        (tmp_path / "notebooks" / f"{nb}.ipynb").write_text("{}")
+    for name in ("fashion_mnist", "quick", "ci"):
+        (tmp_path / "params" / f"{name}.yaml").write_text(files.get(name, "{}\n"))
     monkeypatch.setenv("BNPAPER_ROOT", str(tmp_path))
-    with pytest.raises(ConfigError, match=r"ci.yaml: unknown parameter\(s\) \['epoch'\]"):
-        reproduce.notebook_params(NB, "fashion_mnist", "ci")
 
 
-def test_every_params_file_parses_and_names_known_keys():
-    for path in sorted((config.repo_root() / "params").glob("*.yaml")):
-        doc = reproduce._read_yaml(path)
-        for section, body in doc.items():
-            if section == "all":
-                continue
-            if config.notebook_source(section).exists():
-                config.check_keys(section, body)
+@pytest.mark.parametrize("nb", config.NOTEBOOKS)
+def test_declaration_names_equal_the_parameters_cell_and_its_defaults_pass(nb):
+    d = params.defaults(nb)
+    assert set(d) == set(params.DECLARATIONS[nb])
+    params.validate(nb, d)
 
 
-def test_check_params_rejects_injected_unknown_names():
-    ns = dict(config.notebook_defaults(NB))
-    ns["noise_fraction"] = 0.2
+def test_quick_budget_is_every_notebooks_default():
+    quick = params.load_yaml((config.repo_root() / "params" / "quick.yaml").read_text())
+    for nb, section in quick.items():
+        defaults = params.defaults(nb)
+        assert {k: defaults[k] for k in section} == section, nb
+
+
+def test_every_shipped_params_file_names_only_declared_keys():
+    params.check_params_files()
+
+
+@pytest.mark.parametrize("text,value", [("1e-3", 0.001), ("5E-4", 0.0005), (".5", 0.5),
+                                        ("+1.5e+2", 150.0), ("3", 3), ("-2", -2)])
+def test_yaml_1_2_floats_are_numbers_and_integers_stay_integers(text, value):
+    got = params.load_yaml(f"x: {text}")["x"]
+    assert got == value and type(got) is type(value)
+
+
+def test_runner_accepts_lr_1e_3_as_a_number():
+    from bnpaper.__main__ import _override
+    key, value = _override("lr=1e-3")
+    assert (key, value) == ("lr", 0.001)
+    assert reproduce.plan("fashion_mnist", "ci", ["01"], {"lr": value})[NB]["lr"] == 0.001
+
+
+def test_merge_order_defaults_dataset_budget_explicit():
+    r = params.resolve(NB, {"budget": "ci", "epochs": 7})
+    ci = params.load_yaml((config.repo_root() / "params" / "ci.yaml").read_text())[NB]
+    assert r.values["n_train"] == ci["n_train"] and r.values["epochs"] == 7
+    assert r.source["n_train"] == "params/ci.yaml" and r.source["epochs"] == "explicit"
+
+
+def test_dataset_file_applies_when_only_the_dataset_is_given():
+    r = params.resolve("03_lira", {"dataset": "cifar10"})
+    cifar = params.load_yaml((config.repo_root() / "params" / "cifar10.yaml").read_text())["all"]
+    assert r.values["arch"] == cifar["arch"] == "resnet18" and r.values["lr"] == cifar["lr"]
+    assert r.values["augment"] is True
+
+
+def test_papermill_by_hand_and_the_runner_resolve_the_same_parameters():
+    """`papermill 03_lira.ipynb out.ipynb -p dataset cifar10` == `reproduce --dataset cifar10 --only 03`."""
+    ns = dict(params.defaults("03_lira"))
+    ns["dataset"] = "cifar10"
+    ns["In"] = ["", '# Parameters\ndataset = "cifar10"\n', "<this cell>"]
+    by_hand = notebook.start(ns, "03_lira", quiet=True).params
+    injected = reproduce.plan("cifar10", "quick", ["03"])["03_lira"]
+    assert by_hand == params.resolve("03_lira", injected).values
+
+
+def test_an_explicit_value_equal_to_the_default_still_wins_over_the_dataset_file():
+    ns = dict(params.defaults("03_lira"))
+    ns.update(dataset="cifar10", In=["", '# Parameters\ndataset = "cifar10"\narch = "lenet"\n', ""])
+    assert notebook.start(ns, "03_lira", quiet=True).params["arch"] == "lenet"
+
+
+def test_start_can_run_twice_in_the_same_kernel_namespace():
+    ns = dict(params.defaults(NB))
+    first = notebook.start(ns, NB, quiet=True).params
+    ns.update(NB="x", P={}, runs={}, curves=lambda: 0)  # the notebook's own variables
+    assert notebook.start(ns, NB, quiet=True).params == first
+
+
+def test_a_real_mistake_in_jupyterlab_is_one_error_naming_it():
+    ns = dict(params.defaults(NB), runs={}, P={})
+    ns["dataset"] = "cifar11"
+    with pytest.raises(ConfigError, match=r"^dataset='cifar11' is not allowed; choose one of \['mnist'"):
+        notebook.start(ns, NB, quiet=True)
+
+
+def test_papermill_injected_unknown_name_is_an_error():
+    ns = dict(params.defaults(NB), In=["", "# Parameters\nnoise_fraction = 0.2\n", ""],
+              noise_fraction=0.2)
     with pytest.raises(ConfigError, match=r"unknown parameter\(s\) \['noise_fraction'\]"):
-        config.check_params(ns, NB)
-    del ns["noise_fraction"]
-    assert config.check_params(ns, NB)["epochs"] == ns["epochs"]
+        notebook.start(ns, NB, quiet=True)
+
+
+def test_unknown_key_in_a_notebook_section_names_file_and_key(tmp_path, monkeypatch):
+    _fake_root(tmp_path, monkeypatch, {"ci": f"{NB}:\n  epoch: 3\n"})
+    with pytest.raises(ConfigError, match=r"ci.yaml: unknown parameter\(s\) \['epoch'\] in section"):
+        params.resolve(NB, {"budget": "ci"})
+
+
+def test_unknown_key_in_the_all_section_is_an_error(tmp_path, monkeypatch):
+    _fake_root(tmp_path, monkeypatch, {"fashion_mnist": "all:\n  archh: lenet\n"})
+    with pytest.raises(ConfigError, match=r"fashion_mnist.yaml: unknown parameter\(s\) \['archh'\] in section 'all'"):
+        params.resolve(NB)
+
+
+@pytest.mark.parametrize("over,match", [
+    ({"bogus": 1}, r"-p bogus: unknown parameter 'bogus'"),
+    ({"03.bogus": 1}, r"-p 03.bogus: unknown parameter 'bogus' for notebook 03_lira"),
+    ({"02.epochs": 1}, r"notebook 02_gradient_dynamics is not selected"),
+    ({"dataset": "mnist"}, r"set by --dataset"),
+])
+def test_bad_runner_overrides_are_one_clear_error(over, match):
+    with pytest.raises(ConfigError, match=match):
+        reproduce.plan("fashion_mnist", "ci", ["01", "03"], over)
+
+
+def test_a_prefixed_override_targets_one_notebook():
+    p = reproduce.plan("fashion_mnist", "ci", ["01", "03"], {"03.n_shadows": 8, "epochs": 2})
+    assert p["03_lira"]["n_shadows"] == 8 and "n_shadows" not in p[NB]
+    assert p["03_lira"]["epochs"] == p[NB]["epochs"] == 2
+
+
+def test_runner_checks_every_notebook_before_the_first_starts(monkeypatch):
+    started = []
+    monkeypatch.setattr(reproduce, "execute", lambda nb, *a, **k: started.append(nb))
+    with pytest.raises(ConfigError, match=r"batch_size=150 is out of range; allowed: an integer in \[2, 100\]"):
+        reproduce.run("fashion_mnist", "ci", ["01", "03"], {"batch_size": 150})
+    assert started == []
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"dataset": "cifar11"}, r"dataset='cifar11' is not allowed; choose one of \['mnist'"),
+    ({"noise_frac": 1.5}, r"noise_frac=1.5 is out of range; allowed: a number in \(0.0, 1.0\)"),
+    ({"norms": ["bn", "gn"]}, r"norms=\['bn', 'gn'\] must include 'bn' and 'none'"),
+    ({"batch_size": 9000}, r"batch_size=9000 is out of range; allowed: an integer in \[2, 8000\]"),
+    ({"seeds": [0, 0]}, r"seeds=\[0, 0\] must not repeat values"),
+    ({"n_train": 70000}, r"n_train=70000 is out of range; allowed: an integer in \[10, 60000\]"),
+    ({"corruption": ["flip", "rare"]}, r"corruption=\['flip', 'rare'\] contains \['rare'\]"),
+])
+def test_bad_values_name_the_parameter_and_what_is_allowed(over, match):
+    with pytest.raises(ConfigError, match=match):
+        params.resolve(NB, over)
+
+
+def test_cross_field_rules_of_lira():
+    with pytest.raises(ConfigError, match=r"n_shadows=5 must be even"):
+        params.resolve("03_lira", {"n_shadows": 5})
+    with pytest.raises(ConfigError, match=r"trainer='packed' needs arch='lenet'"):
+        params.resolve("03_lira", {"trainer": "packed", "arch": "resnet20"})
+
+
+def test_reference_run_refuses_other_budgets_and_overrides():
+    with pytest.raises(ConfigError, match=r"--reference is the quick budget"):
+        reproduce.run("fashion_mnist", "ci", reference=True)
+    with pytest.raises(ConfigError, match=r"--reference is the quick budget"):
+        reproduce.run("fashion_mnist", "quick", overrides={"epochs": 1}, reference=True)
+
+
+def test_flat_params_file_for_papermill_f_holds_every_parameter():
+    flat = yaml.safe_load(params.flat_file("04", {"budget": "ci"}))
+    assert set(flat) == set(params.DECLARATIONS["04_theory"]) and flat["budget"] == "ci"
+    assert flat["toy_d"] == params.resolve("04", {"budget": "ci"}).values["toy_d"]
 
 
 def test_only_accepts_numbers_and_names():
     assert reproduce.resolve_notebooks(["01"]) == [NB]
-    with pytest.raises(ConfigError, match=r"--only '09'"):
+    with pytest.raises(ConfigError, match=r"notebook '09' is not a notebook of this project"):
         reproduce.resolve_notebooks(["09"])
 
 
@@ -77,33 +191,14 @@ def test_check_number_messages_name_key_value_and_range(name, value, kw, match):
         config.check_number(name, value, **kw)
 
 
-@pytest.mark.parametrize("notebook", [nb for nb in config.NOTEBOOKS if nb != "04_theory"])
-def test_check_common_accepts_every_notebooks_defaults(notebook):
-    defaults = config.notebook_defaults(notebook)
-    assert config.check_common(defaults) is defaults
-
-
-@pytest.mark.parametrize("over, match", [
-    ({"dataset": "cifar11"}, r"dataset='cifar11' is not allowed; choose one of \['mnist'"),
-    ({"noise_frac": 1.5}, r"noise_frac=1.5 is out of range; allowed: a number in \(0.0, 1.0\)"),
-    ({"norms": ["bn", "gn"]}, r"norms=\['bn', 'gn'\] must include 'bn' and 'none'"),
-    ({"batch_size": 9000}, r"batch_size=9000 is out of range; allowed: an integer in \[2, 8000\]"),
-    ({"seeds": [0, 0]}, r"seeds=\[0, 0\] must not repeat values"),
-])
-def test_check_common_names_the_bad_parameter(over, match):
-    params = {**config.notebook_defaults("01_forced_memorization"), **over}
-    with pytest.raises(config.ConfigError, match=match):
-        config.check_common(params)
-
-
-def test_quick_budget_is_every_notebooks_default():
-    quick = yaml.safe_load((config.repo_root() / "params" / "quick.yaml").read_text())
-    for nb, section in quick.items():
-        defaults = config.notebook_defaults(nb)
-        assert {k: defaults[k] for k in section} == section, nb
-
-
 def test_config_errors_render_in_notebooks_as_one_line_without_traceback():
     from bnpaper.data import DatasetNotFoundError
     for err in (ConfigError("noise_frac=1.5 is out of range"), DatasetNotFoundError("dataset='cifar10' was not found")):
         assert err._render_traceback_() == [f"{type(err).__name__}: {err}"]
+
+
+def test_papermill_p_with_a_list_as_a_string_says_how_to_pass_it():
+    ns = dict(params.defaults("03_lira"), In=["", "# Parameters\noutlier_frac = \"[0.1]\"\n", ""],
+              outlier_frac="[0.1]")
+    with pytest.raises(ConfigError, match=r"outlier_frac='\[0.1\]' must be a list, got a string; with papermill pass it as YAML: -y"):
+        notebook.start(ns, "03_lira", quiet=True)

@@ -1,17 +1,36 @@
+"""The run cache: keys that cannot go stale, sidecars, locks, no orphans, package-only code."""
+import functools
 import json
+import multiprocessing
+import os
+import shutil
+import time
 
+import pytest
 import torch
 
-from bnpaper import store
+from bnpaper import store, units
+from bnpaper.config import ConfigError
+
+
+def _value(x=1):
+    return {"w": torch.tensor([float(x)])}
+
+
+def _in_package(fn):
+    """A test function that passes for package code (Store.cached refuses notebook code)."""
+    fn.__module__ = "bnpaper.tests"
+    return fn
 
 
 def test_cached_computes_once_and_reloads(tmp_path):
     s = store.Store(tmp_path)
     calls = []
 
+    @_in_package
     def compute():
         calls.append(1)
-        return {"w": torch.tensor([1.0, 2.0])}
+        return _value()
     a = s.cached("unit", {"a": 1}, compute, data="d0")
     b = s.cached("unit", {"a": 1}, compute, data="d0")
     assert len(calls) == 1 and torch.equal(a["w"], b["w"])
@@ -20,21 +39,72 @@ def test_cached_computes_once_and_reloads(tmp_path):
     assert len(calls) == 3
 
 
-def test_key_is_independent_of_dict_order_and_depends_on_source():
+def test_key_is_independent_of_dict_order_and_depends_on_source_and_torch():
     k1 = store.cache_key("k", {"a": 1, "b": [1, 2]}, "x", source="s")
     k2 = store.cache_key("k", {"b": [1, 2], "a": 1}, "x", source="s")
     assert k1 == k2 and k1 != store.cache_key("k", {"a": 1, "b": [1, 2]}, "x", source="t")
+    assert k1 != store.cache_key("k", {"a": 1, "b": [1, 2]}, "x", source="s", torch_version="0.0")
+
+
+@pytest.mark.parametrize("module", ["shadow.py", "packed.py", "mitigation.py"])
+def test_editing_any_package_module_changes_the_shadow_key(tmp_path, module):
+    """The repro: `lr * 0` in fit_packed on a warm cache must not serve the old shadow models."""
+    copy = tmp_path / "bnpaper"
+    shutil.copytree(store.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    unit = {"train": {"arch": "lenet"}, "trainer": "packed", "keep": "abc"}
+    before = store.cache_key("shadow", unit, "fp", source=store.source_hash(copy))
+    assert store.source_hash(copy) == store.SOURCE_HASH
+    with open(copy / module, "a") as fh:
+        fh.write("\n# lr = lr * 0\n")
+    assert store.cache_key("shadow", unit, "fp", source=store.source_hash(copy)) != before
+
+
+def test_caching_a_function_defined_in_a_notebook_is_refused(tmp_path):
+    def compute():  # this test module is not bnpaper: like a function in a notebook
+        return 1
+    with pytest.raises(ConfigError, match=r"defined in 'test_store', not in the bnpaper package"):
+        store.Store(tmp_path).cached("unit", {}, compute)
+    with pytest.raises(ConfigError, match=r"not in the bnpaper package"):
+        store.Store(tmp_path).cached("unit", {}, functools.partial(compute))
+    assert not list(tmp_path.rglob("*.pt"))
+
+
+def test_sidecar_records_source_hash_torch_version_and_date(tmp_path):
+    s = store.Store(tmp_path)
+    s.cached("unit", {"a": 1}, _in_package(lambda: _value()))
+    (side,) = tmp_path.glob("unit/*.json")
+    meta = json.loads(side.read_text())
+    assert meta["source_hash"] == store.SOURCE_HASH and meta["torch"] == torch.__version__
+    assert meta["date"][:2] == "20" and meta["config"] == {"a": 1}
+    assert side.with_suffix(".pt").exists()
+
+
+def test_a_killed_write_leaves_no_unit_and_its_temp_files_go_on_the_next_run(tmp_path, monkeypatch):
+    s = store.Store(tmp_path)
+    key = store.cache_key("unit", {"a": 1})
+
+    def killed(obj, path):  # SIGKILL between the sidecar and the result
+        (path.parent / f"{path.name}.x1y2.tmp").write_bytes(b"half")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(store, "atomic_torch_save", killed)
+    with pytest.raises(KeyboardInterrupt):
+        s.cached("unit", {"a": 1}, _in_package(lambda: _value()))
+    assert not s.has("unit", {"a": 1}) and list(tmp_path.rglob("*.tmp"))
+    (tmp_path / "unit" / f"{key}.partial.tmp4242").write_bytes(b"old checkpoint write")
+    monkeypatch.undo()
+    s.cached("unit", {"a": 1}, _in_package(lambda: _value()))
+    assert s.has("unit", {"a": 1}) and not list(tmp_path.rglob("*tmp*"))
+    assert (tmp_path / "unit" / f"{key}.json").exists()
 
 
 def test_a_failed_compute_leaves_no_result(tmp_path):
     s = store.Store(tmp_path)
 
+    @_in_package
     def boom():
         raise RuntimeError("killed")
-    try:
+    with pytest.raises(RuntimeError):
         s.cached("unit", {"a": 1}, boom)
-    except RuntimeError:
-        pass
     assert not s.has("unit", {"a": 1}) and not list(tmp_path.rglob("*.tmp"))
 
 
@@ -42,6 +112,7 @@ def test_resumable_compute_gets_a_partial_path_removed_on_success(tmp_path):
     s = store.Store(tmp_path)
     seen = {}
 
+    @_in_package
     def compute(checkpoint):
         seen["p"] = checkpoint
         checkpoint.write_text("partial")
@@ -50,8 +121,40 @@ def test_resumable_compute_gets_a_partial_path_removed_on_success(tmp_path):
     assert seen["p"].suffix == ".partial" and not seen["p"].exists()
 
 
+def _slow_unit(root, log):
+    @_in_package
+    def compute():
+        with open(log, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        time.sleep(0.5)
+        return _value(7)
+    return float(store.Store(root).cached("unit", {"shared": 1}, compute)["w"])
+
+
+def test_two_runs_sharing_a_cache_never_train_the_same_unit_at_once(tmp_path):
+    log = tmp_path / "trained.log"
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        got = pool.starmap(_slow_unit, [(tmp_path / "c", log), (tmp_path / "c", log)])
+    assert got == [7.0, 7.0] and len(log.read_text().split()) == 1
+
+
+def test_units_build_their_keys_in_the_package(tmp_path, tiny_split):
+    """units.trained: the same (split, cfg) is one unit; a mitigation is another."""
+    from bnpaper.mitigation import MitigationConfig
+    from bnpaper.train import TrainConfig
+    cfg = TrainConfig(epochs=1, batch_size=16)
+    s = store.Store(tmp_path)
+    a = units.trained(tiny_split, cfg, store=s)
+    b = units.trained(tiny_split, cfg, store=s)
+    assert len(list(tmp_path.glob("train/*.pt"))) == 1 and a.history["test_acc"] == b.history["test_acc"]
+    units.trained(tiny_split, cfg, MitigationConfig("penalty", 0.01, 1.0), store=s)
+    assert len(list(tmp_path.glob("train/*.pt"))) == 2
+
+
 def test_save_results_writes_stable_json_with_nan_as_null(tmp_path, monkeypatch):
     monkeypatch.setenv("BNPAPER_OUTPUT", str(tmp_path))
-    p = store.save_results("01_forced_memorization", "toy", {"b": float("nan"), "a": torch.tensor(2.5)})
+    store.save_results("01_forced_memorization", "toy", {"b": float("nan"), "a": torch.tensor(2.5)})
+    p = store.results_path("01_forced_memorization", "toy")
     assert json.loads(p.read_text()) == {"a": 2.5, "b": None}
     assert p.read_text().index('"a"') < p.read_text().index('"b"')

@@ -1,0 +1,123 @@
+"""The paper's claims (`claims.yaml`: words, number, test) and the verdict rules.
+
+`judge(claim_id, estimate, ...)` returns one row of the "paper says / we measured / verdict"
+table: the verdict follows the claim's test, says how the magnitude compares with the paper's
+where the paper gives one, and turns a "reproduced" into "inconclusive" when clean accuracy
+confounds it.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import ConfigError
+from .stats import Estimate
+
+CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
+TESTS = ("direction", "at_least", "within", "more_than_half", "exact")
+VERDICTS = ("reproduced", "not reproduced", "inconclusive")
+
+
+@functools.lru_cache(maxsize=None)
+def _load(path: str = str(CLAIMS_FILE)) -> dict:
+    doc = yaml.safe_load(Path(path).read_text())
+    for cid, c in doc["claims"].items():
+        if c.get("test") not in TESTS:
+            raise ConfigError(f"{path}: claim {cid} has test={c.get('test')!r}; allowed: {list(TESTS)}")
+        need = {"at_least": "threshold", "exact": "threshold", "within": "band",
+                "direction": "min_effect"}.get(c["test"])
+        if need and need not in c:
+            raise ConfigError(f"{path}: claim {cid} (test {c['test']}) needs {need!r}")
+    return doc
+
+
+def claim(claim_id: str) -> dict:
+    """One claim of the claims file, by id."""
+    claims = _load()["claims"]
+    if claim_id not in claims:
+        raise KeyError(f"no claim {claim_id!r} in {CLAIMS_FILE.name}; known: {sorted(claims)}")
+    return claims[claim_id]
+
+
+def acc_tolerance(section: str) -> float:
+    """The clean-accuracy tolerance of a notebook's verdicts ('01'..'05')."""
+    return float(_load()["settings"]["acc_tolerance"][section])
+
+
+def lira_claim_id(mix: float, group: str) -> str:
+    """The claim about LiRA's delta-AUC at an outlier mix: the paper numbers 0, 1% and 5% (all
+    examples); any other mix, and the outliers-only group, are tested for direction only."""
+    if group != "all":
+        return "03.auc.outliers"
+    known = {0.0: "03.auc.mix0.all", 0.01: "03.auc.mix1.all", 0.05: "03.auc.mix5.all"}
+    return next((cid for m, cid in known.items() if math.isclose(mix, m, abs_tol=1e-9)),
+                "03.auc.other.all")
+
+
+def test_verdict(c: dict, est: Estimate) -> str:
+    """The verdict of the claim's test alone (no confound)."""
+    lo, hi, v = est.lo, est.hi, est.value
+    if not (math.isfinite(lo) and math.isfinite(hi)) and c["test"] != "exact":
+        return "inconclusive"  # no interval (a single seed): nothing to sign
+    t = c["test"]
+    if t == "exact":
+        return "reproduced" if math.isclose(v, c["threshold"], abs_tol=1e-12) else "not reproduced"
+    if t == "direction":
+        m = float(c["min_effect"])
+        if lo > 0 and v >= m:
+            return "reproduced"
+        return "not reproduced" if hi < m else "inconclusive"
+    x = 0.5 if t == "more_than_half" else None
+    if t == "at_least" or x is not None:
+        x = float(c["threshold"]) if x is None else x
+        if lo > x or (t == "at_least" and lo >= x):
+            return "reproduced"
+        return "not reproduced" if hi < x else "inconclusive"
+    a, b = map(float, c["band"])  # within
+    if a <= lo and hi <= b:
+        return "reproduced"
+    return "not reproduced" if hi < a or lo > b else "inconclusive"
+
+
+def magnitude(c: dict, est: Estimate) -> str:
+    """How the measured effect compares with the magnitude the paper reports, if it reports one."""
+    rng = c.get("paper_range")
+    if rng is None:
+        return ""
+    a, b = map(float, rng)
+    paper = f"{a:g}-{b:g}"
+    if est.lo > b:
+        return f"larger than the paper's {paper}"
+    if est.hi < a:
+        return f"smaller than the paper's {paper}"
+    return f"within the paper's {paper}"
+
+
+def judge(claim_id: str, est: Estimate, section: str | None = None,
+          acc_gap: float | None = None, **fields: Any) -> dict:
+    """One verdict row. `acc_gap`: for a 'bn_vs_other' claim, BN's clean test accuracy minus the
+    other model's; for a 'cost' claim, the accuracy the mitigation costs (baseline minus
+    mitigated). `fields` (unit, clean_test_acc, dataset, ...) are copied into the row; string
+    fields of the claim are formatted with them (e.g. {mix}, {arch})."""
+    c = claim(claim_id)
+    section = section or claim_id.split(".")[0]
+    verdict = test_verdict(c, est)
+    note = magnitude(c, est)
+    conf = c.get("confound")
+    if conf and verdict == "reproduced" and acc_gap is not None:
+        tol = acc_tolerance(section)
+        if acc_gap > tol:
+            verdict = "inconclusive"
+            what = ("BN's clean test accuracy is higher by" if conf == "bn_vs_other"
+                    else "the mitigation costs")
+            note = "; ".join(x for x in (note, f"{what} {acc_gap:.3f} > {tol:g} clean accuracy") if x)
+    fmt = {k: v for k, v in fields.items() if isinstance(v, (str, int, float))}
+    row = {"id": claim_id, "claim": c["words"].format(**fmt), "paper": c["paper"].format(**fmt),
+           "test": c["test"], "measured": est.value, "lo": est.lo, "hi": est.hi,
+           "n": est.n, "verdict": verdict, "magnitude": note}
+    row.update(fields)
+    return row

@@ -1,0 +1,110 @@
+"""What a notebook does before and after its science: `start` resolves and checks its parameters
+(the one line after the parameters cell), `Run` saves its figures, results and verdict.
+
+`start` is safe to re-run in the same kernel (JupyterLab's second Run All): it reads the values
+of the declared parameters only and never scans the namespace for strangers. Unknown names are
+caught where they enter: papermill's injected-parameters cell, params files, the runner's `-p`.
+"""
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import params as _params
+from .config import ConfigError, cache_root, output_root, repo_root
+
+_INJECTED_MARK = "# Parameters"  # papermill's injected-parameters cell starts with this comment
+
+
+def _injected_names(namespace: dict) -> dict[str, Any]:
+    """The assignments of papermill's injected-parameters cell, if it ran just before this cell."""
+    history = namespace.get("In")
+    if not isinstance(history, list) or len(history) < 2:
+        return {}
+    previous = history[-2]
+    if not isinstance(previous, str) or not previous.lstrip().startswith(_INJECTED_MARK):
+        return {}
+    try:
+        return _params.assignments(previous)
+    except (SyntaxError, ValueError):
+        return {}
+
+
+@dataclass
+class Run:
+    """One execution of a notebook: its resolved parameters and where its outputs go."""
+    notebook: str
+    params: dict[str, Any]
+    changed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def dataset(self) -> str:
+        return self.params["dataset"]
+
+    def figure(self, fig, name: str) -> None:
+        """Save `fig` as figures/<notebook>/<dataset>/<name>.png and .pdf (returns nothing, so a
+        notebook cell echoes no path)."""
+        from .plots import save_figure
+        save_figure(fig, self.notebook, self.dataset, name)
+
+    def save(self, results: dict) -> None:
+        """Write results/<notebook>/<dataset>/results.json (with the parameters)."""
+        from .store import save_results
+        save_results(self.notebook, self.dataset, {"notebook": self.notebook,
+                                                   "params": self.params, **results})
+
+
+def start(namespace: dict, notebook: str, quiet: bool = False) -> Run:
+    """Resolve the notebook's parameters exactly as the runner does (defaults, params/<dataset>.yaml,
+    params/<budget>.yaml, then every value set explicitly: papermill's injected ones and any value
+    edited in the parameters cell), check them, write the resolved values back into `namespace`,
+    print where outputs go and the environment, and return the `Run`."""
+    notebook = _params.notebook_name(notebook)
+    defaults = _params.defaults(notebook)
+    injected = _injected_names(namespace)
+    unknown = sorted(set(injected) - set(defaults))
+    if unknown:
+        raise ConfigError(f"unknown parameter(s) {unknown} for notebook {notebook}; "
+                          f"known: {sorted(defaults)}")
+    for k, v in injected.items():
+        if isinstance(v, str) and isinstance(defaults[k], (list, dict)):
+            raise ConfigError(f"{k}={v!r} must be a {type(defaults[k]).__name__}, got a string; with "
+                              f"papermill pass it as YAML: -y \"{k}: {v}\"")
+    missing = sorted(k for k in defaults if k not in namespace)
+    if missing:
+        raise ConfigError(f"notebook {notebook}: parameter(s) {missing} are not defined; run the "
+                          "parameters cell first")
+    explicit = {k: namespace[k] for k in defaults
+                if k in injected or namespace[k] != defaults[k]}
+    resolved = _params.resolve(notebook, explicit)
+    namespace.update(resolved.values)
+    run = Run(notebook, resolved.values, resolved.changed())
+    if not quiet:
+        print(describe(run))
+    return run
+
+
+def describe(run: Run) -> str:
+    """Two lines: the configuration (what differs from the defaults, and why) and the machine."""
+    import torch
+
+    changed = ", ".join(f"{k}={run.params[k]!r} ({src})" for k, src in run.changed.items()
+                        if k not in ("dataset", "budget"))
+    out = output_root()
+    try:
+        where = out.relative_to(repo_root())
+        where = "the repository (reference run)" if str(where) == "." else f"{where}/"
+    except ValueError:
+        where = str(out)
+    return (f"{run.notebook}: dataset {run.dataset}, budget {run.params['budget']}"
+            f"{'; ' + changed if changed else '; notebook defaults'}\n"
+            f"outputs -> {where}; cache -> {cache_root()}\n"
+            f"python {platform.python_version()}, torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads")
+
+
+def figure_paths(run: Run, names: list[str]) -> list[str]:
+    """Repository-relative paths of the key figures (for the report)."""
+    return [str(Path("figures") / run.notebook / run.dataset / f"{n}.png") for n in names]

@@ -1,0 +1,176 @@
+"""Per-sample gradient-norm probes recorded during training (notebook 02): which samples are
+probed, the `on_epoch_end` hook that `bnpaper.units.trained` runs inside its cached unit, and
+the analysis of the recorded norms (medians, noisy/clean ratios, per-group ratios)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from . import grads
+from .data import Split, normalize
+
+
+@dataclass(frozen=True)
+class GradProbe:
+    """At `epochs`: 'eval' norms of `n_probe` random training samples, and 'batch' norms (total
+    and per parameter group) and 'batch_fixed' norms in `batches` training batches of
+    `batch_size` (all noisy samples of a batch and as many clean ones). Part of the unit's key."""
+    epochs: tuple[int, ...]
+    n_probe: int
+    batches: int
+    batch_size: int
+    seed: int
+
+    def indices(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The 'eval' subset (n_probe,) and the probe batches (batches, batch_size), own generator."""
+        g = torch.Generator().manual_seed(10_007 + self.seed)
+        sub = torch.randperm(n, generator=g)[:self.n_probe]
+        b = torch.randperm(n, generator=g)[:self.batches * self.batch_size]
+        return sub, b.view(self.batches, self.batch_size)
+
+    def hook(self, split: Split):
+        """on_epoch_end(epoch, model) for `bnpaper.train.fit`: {"grads": {...}} at probe epochs."""
+        xs = normalize(split.x, split.mean, split.std)
+        sub, batches = self.indices(len(split.x))
+        m = split.mask
+
+        def on_epoch_end(epoch, model):
+            if epoch not in self.epochs:
+                return None
+            out = {"epoch": epoch}
+            r = grads.per_sample_grad_norms(model, xs[sub], split.y[sub], mode="eval")
+            out["eval_norm"], out["eval_noisy"] = r.total.tolist(), m[sub].tolist()
+            norms_b, noisy_b, norms_f, groups_b = [], [], [], {}
+            for b in batches:
+                sel = m[b].clone()
+                sel[torch.nonzero(~m[b]).flatten()[:int(sel.sum())]] = True
+                r = grads.per_sample_grad_norms(model, xs[b], split.y[b], mode="batch", select=sel)
+                norms_b += r.total[sel].tolist()
+                noisy_b += m[b][sel].tolist()
+                for g, v in r.groups.items():
+                    groups_b.setdefault(g, []).extend(v[sel].tolist())
+                r = grads.per_sample_grad_norms(model, xs[b], split.y[b], mode="batch_fixed")
+                norms_f += r.total[sel].tolist()
+            out["batch_norm"], out["batch_noisy"] = norms_b, noisy_b
+            out["batch_fixed_norm"], out["batch_fixed_noisy"] = norms_f, noisy_b
+            out["batch_groups"] = groups_b
+            return {"grads": out}
+        return on_epoch_end
+
+
+# ---------------------------------------------------------------- analysis of the recorded probes
+# Every function takes the histories of several runs (one per seed, same norm) and returns one
+# row per run; a run's probe records are `history["grads"]`, one dict per probe epoch.
+MODES = ("batch", "eval", "batch_fixed")
+
+
+def probed_epochs(history: dict) -> np.ndarray:
+    """The epochs at which the probe recorded norms (0 = initialization)."""
+    return np.array([r["epoch"] for r in history["grads"]])
+
+
+def records(history: dict, mode: str = "batch") -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """[(epoch, norms (k,), noisy (k,) bool)] of one run at its probe epochs, for one of
+    `MODES` ('batch' and 'batch_fixed' share their samples: the noisy + as many clean)."""
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}; allowed: {MODES}")
+    return [(r["epoch"], np.asarray(r[f"{mode}_norm"], float), np.asarray(r[f"{mode}_noisy"], bool))
+            for r in history["grads"]]
+
+
+@dataclass(frozen=True)
+class Medians:
+    """(runs, probe epochs) arrays: the median norm of noisy and of clean probe samples, and the
+    share of the summed norms carried by the noisy samples."""
+    noisy: np.ndarray
+    clean: np.ndarray
+    share: np.ndarray
+
+    @property
+    def ratio(self) -> np.ndarray:
+        """Median noisy / median clean norm, per run and probe epoch."""
+        return self.noisy / self.clean
+
+
+def medians(histories: Sequence[dict], mode: str = "batch") -> Medians:
+    rows = [[(np.median(v[k]), np.median(v[~k]), v[k].sum() / v.sum()) for _, v, k in records(h, mode)]
+            for h in histories]
+    a = np.array(rows, dtype=float)  # (runs, epochs, 3)
+    return Medians(a[..., 0], a[..., 1], a[..., 2])
+
+
+def group_ratio(histories: Sequence[dict], group: str) -> np.ndarray:
+    """(runs, probe epochs) median noisy / median clean 'batch' norm of one parameter group."""
+    out = []
+    for h in histories:
+        row = []
+        for r in h["grads"]:
+            v, k = np.asarray(r["batch_groups"][group], float), np.asarray(r["batch_noisy"], bool)
+            row.append(np.median(v[k]) / np.median(v[~k]))
+        out.append(row)
+    return np.array(out)
+
+
+def groups(history: dict) -> list[str]:
+    """The parameter groups of a run's 'batch' norms (`bnpaper.grads.GROUPS` present in it)."""
+    return list(history["grads"][0]["batch_groups"])
+
+
+def fixed_over_batch(histories: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """(runs, probe epochs) median over probe samples of 'batch_fixed' / 'batch' norm, for noisy
+    and for clean samples: how far a sample's gradient changes once the gradient through the
+    batch statistics is dropped (1: not at all)."""
+    noisy, clean = [], []
+    for h in histories:
+        rel = [(vf / vb, k) for (_, vb, k), (_, vf, _) in zip(records(h, "batch"),
+                                                             records(h, "batch_fixed"))]
+        noisy.append([np.median(r[k]) for r, k in rel])
+        clean.append([np.median(r[~k]) for r, k in rel])
+    return np.array(noisy), np.array(clean)
+
+
+def pooled_log10(histories: Sequence[dict], epoch: int, mode: str = "batch"
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """log10 of the norms at one probe epoch pooled over runs (floored at 1e-12), and the noisy mask."""
+    rec = [(v, k) for h in histories for e, v, k in records(h, mode) if e == epoch]
+    if not rec:
+        raise ValueError(f"epoch {epoch} is not a probe epoch")
+    v, k = np.concatenate([v for v, _ in rec]), np.concatenate([k for _, k in rec])
+    return np.log10(np.maximum(v, 1e-12)), k
+
+
+def after_init(per_epoch: np.ndarray, epochs: Sequence[int]) -> np.ndarray:
+    """One number per run: the mean of a (runs, probe epochs) array over the probe epochs after
+    initialization (epoch > 0)."""
+    late = np.asarray(epochs) > 0
+    if not late.any():
+        raise ValueError(f"no probe epoch after initialization in {list(epochs)}")
+    return np.asarray(per_epoch, float)[:, late].mean(1)
+
+
+def summary(histories: dict[str, Sequence[dict]]) -> dict:
+    """Every secondary number of notebook 02, per norm ({norm: histories}): the noisy/clean
+    median ratio per definition and per parameter group (mean over seeds of the per-seed mean
+    after initialization, 95% t interval), the batch_fixed / batch medians (BN-like norms), the
+    final medians and the noisy share of the 'eval' probe's summed norms."""
+    from .stats import t_mean
+    ep = probed_epochs(next(iter(histories.values()))[0])
+    out: dict = {f"ratio{s}": {} for s in ("", "_eval", "_batch_fixed", "_by_group")}
+    for n, hs in histories.items():
+        for mode, key in (("batch", "ratio"), ("eval", "ratio_eval"), ("batch_fixed", "ratio_batch_fixed")):
+            out[key][n] = t_mean(after_init(medians(hs, mode).ratio, ep)).as_dict()
+        out["ratio_by_group"][n] = {g: t_mean(after_init(group_ratio(hs, g), ep)).as_dict()
+                                    for g in groups(hs[0])}
+    bn_like = [n for n in histories if n in ("bn", "bn_noaffine")]
+    late = ep > 0
+    out["fixed_over_batch_median"] = {n: dict(zip(("noisy", "clean"), (
+        float(v[:, late].mean()) for v in fixed_over_batch(histories[n])))) for n in bn_like}
+    batch = {n: medians(hs, "batch") for n, hs in histories.items()}
+    out["median_noisy_norm_final"] = {n: float(m.noisy[:, -1].mean()) for n, m in batch.items()}
+    out["median_clean_norm_final"] = {n: float(m.clean[:, -1].mean()) for n, m in batch.items()}
+    out["noisy_share_eval_final"] = {n: float(medians(hs, "eval").share[:, -1].mean())
+                                     for n, hs in histories.items()}
+    return out

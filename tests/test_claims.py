@@ -1,0 +1,82 @@
+"""Verdict rules of the claims file, on their edge cases."""
+import math
+
+import pytest
+
+from bnpaper import claims
+from bnpaper.stats import Estimate
+
+INF = math.inf
+
+
+def E(v, lo, hi, n=3):
+    return Estimate(v, lo, hi, n)
+
+
+@pytest.mark.parametrize("est,verdict", [
+    (E(4.1, 0.2, 8.0), "inconclusive"),     # straddles the paper's "at least 4"
+    (E(6.0, 4.5, 7.5), "reproduced"),       # the whole interval reaches 4
+    (E(2.0, 1.0, 3.0), "not reproduced"),   # the whole interval below 4, though above 0
+    (E(5.0, -INF, INF, 1), "inconclusive"),  # one seed: no interval, nothing to sign
+])
+def test_at_least_needs_the_lower_end_to_reach_the_paper_number(est, verdict):
+    assert claims.judge("03.auc.mix5.all", est)["verdict"] == verdict
+
+
+def test_a_mix_the_paper_gives_no_number_for_is_tested_for_direction_only_and_says_so():
+    cid = claims.lira_claim_id(0.02, "all")
+    row = claims.judge(cid, E(2.5, 1.2, 3.8), mix="2%")
+    assert cid == "03.auc.other.all" and row["test"] == "direction"
+    assert row["verdict"] == "reproduced" and "no number for a 2% mix" in row["paper"]
+    assert claims.lira_claim_id(0.05, "all") == "03.auc.mix5.all"
+    assert claims.lira_claim_id(0.05, "outliers") == "03.auc.outliers"
+
+
+def test_direction_needs_the_minimum_effect_not_significance_alone():
+    assert claims.judge("03.auc.outliers", E(0.5, 0.1, 0.9), mix="1%")["verdict"] == "not reproduced"
+    assert claims.judge("03.auc.outliers", E(1.5, 0.1, 2.9), mix="1%")["verdict"] == "reproduced"
+    assert claims.judge("03.auc.outliers", E(1.5, -0.1, 2.9), mix="1%")["verdict"] == "inconclusive"
+
+
+@pytest.mark.parametrize("est,words", [
+    (E(11.1, 9.9, 12.2), "larger than the paper's 3-5"),
+    (E(4.0, 3.5, 4.5), "within the paper's 3-5"),
+    (E(2.0, 1.5, 2.5), "smaller than the paper's 3-5"),
+])
+def test_a_number_far_from_the_papers_magnitude_says_so_even_when_the_sign_agrees(est, words):
+    row = claims.judge("03.auc.mix0.all", est)
+    assert row["magnitude"] == words and row["verdict"] == "reproduced"
+
+
+def test_accuracy_confound_turns_reproduced_into_inconclusive_and_says_why():
+    ok = claims.judge("01.final.flip", E(0.3, 0.2, 0.4), acc_gap=0.01)
+    bad = claims.judge("01.final.flip", E(0.3, 0.2, 0.4), acc_gap=0.2)
+    assert ok["verdict"] == "reproduced" and bad["verdict"] == "inconclusive"
+    assert "higher by 0.200 > 0.05" in bad["magnitude"]
+
+
+def test_mitigation_cost_above_tolerance_is_inconclusive():
+    assert claims.judge("05.reduction.flip", E(0.9, 0.8, 0.95), acc_gap=0.005)["verdict"] == "reproduced"
+    row = claims.judge("05.reduction.flip", E(0.9, 0.8, 0.95), acc_gap=0.065)
+    assert row["verdict"] == "inconclusive" and "mitigation costs 0.065" in row["magnitude"]
+
+
+@pytest.mark.parametrize("est,verdict", [
+    (E(0.9, 0.85, 1.1), "reproduced"), (E(0.877, 0.63, 1.055), "inconclusive"),
+    (E(0.5, 0.4, 0.6), "not reproduced")])
+def test_within_is_an_equivalence_test_on_the_whole_interval(est, verdict):
+    assert claims.judge("04.simulation", est)["verdict"] == verdict
+
+
+@pytest.mark.parametrize("est,verdict", [
+    (E(0.956, 0.929, 0.982), "reproduced"), (E(0.357, 0.324, 0.392), "not reproduced"),
+    (E(0.55, 0.45, 0.65), "inconclusive")])
+def test_most_means_the_whole_interval_above_one_half(est, verdict):
+    assert claims.judge("04.most_channels", est, arch="lenet")["verdict"] == verdict
+
+
+def test_every_claim_in_the_file_has_what_its_test_needs():
+    doc = claims._load()
+    for cid in doc["claims"]:
+        assert claims.claim(cid)["test"] in claims.TESTS
+    assert set(doc["settings"]["acc_tolerance"]) == {"01", "02", "03", "04", "05"}
