@@ -1,8 +1,9 @@
-# make reproduce : every notebook, quick budget, Fashion-MNIST (offline) -> figures/, results/, figures/REPORT.md
-# make test      : unit tests + every notebook at the ci budget (papermill), then re-run under nbval
+# make reproduce : the reference run: every notebook, quick budget, Fashion-MNIST (offline)
+#                  -> figures/, results/, figures/REPORT.md (the only target that writes them)
+# make test      : unit tests (a real-browser JupyterLab test included) + every notebook at the
+#                  ci budget (papermill), then re-run under nbval
 PY := .venv/bin/python
 DATASET ?= fashion_mnist
-BUDGET ?= quick
 CI_DIR := runs/ci/$(DATASET)
 
 .PHONY: setup reproduce test unit notebooks-ci nbval sync bench clean
@@ -11,7 +12,7 @@ setup:
 	./scripts/setup.sh
 
 reproduce: setup
-	$(PY) -m bnpaper reproduce --dataset $(DATASET) --budget $(BUDGET)
+	$(PY) -m bnpaper reproduce --dataset $(DATASET) --budget quick --reference
 
 test: setup
 	$(MAKE) unit notebooks-ci nbval
@@ -21,14 +22,13 @@ unit:
 
 notebooks-ci:
 	rm -rf $(CI_DIR)
-	BNPAPER_OUTPUT=$(CI_DIR)/output BNPAPER_CACHE=$(CI_DIR)/cache \
-	  $(PY) -m bnpaper reproduce --dataset $(DATASET) --budget ci --out $(CI_DIR) --no-report
+	BNPAPER_CACHE=$(CI_DIR)/cache $(PY) -m bnpaper reproduce --dataset $(DATASET) --budget ci --out $(CI_DIR)
 
 # nbval re-executes the papermill copies with a fresh cache: the checked verdict cells double
 # as a determinism check
 nbval:
 	BNPAPER_OUTPUT=$(CI_DIR)/output-nbval BNPAPER_CACHE=$(CI_DIR)/cache-nbval \
-	  $(PY) -m pytest --nbval-lax -q $(CI_DIR)/*.ipynb
+	  $(PY) -m pytest --nbval-lax -q -p no:cacheprovider $(CI_DIR)/*.ipynb
 
 sync:
 	.venv/bin/jupytext --sync notebooks/*.py

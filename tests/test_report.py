@@ -55,7 +55,9 @@ def test_runner_records_run_times_and_the_report_prints_them(tmp_path, monkeypat
     monkeypatch.setenv("BNPAPER_CACHE", str(tmp_path / "cache"))
     assert reproduce.cache_entries() == 0
     (tmp_path / "cache" / "train").mkdir(parents=True)
-    (tmp_path / "cache" / "train" / "k.json").write_text("{}")
+    (tmp_path / "cache" / "train" / "k.json").write_text("{}")  # a sidecar alone: unfinished
+    assert reproduce.cache_entries() == 0
+    (tmp_path / "cache" / "train" / "k.pt").write_bytes(b"")
     assert reproduce.cache_entries() == 1
     reproduce.write_run_time("01_forced_memorization", "fashion_mnist", "quick", 583.2, 0)
     reproduce.write_run_time("03_lira", "fashion_mnist", "quick", 104.0, 3)
@@ -65,3 +67,27 @@ def test_runner_records_run_times_and_the_report_prints_them(tmp_path, monkeypat
     assert "notebooks 03 started with cached units" in line
     assert line in report.readme_block(tmp_path) and line in report.render(tmp_path)
     assert report.run_time_line(tmp_path, "mnist") == ""
+
+
+def test_verdict_cell_carries_the_magnitude_note(tmp_path):
+    _write(tmp_path, "03_lira", "toy", [
+        {"claim": "AUC up", "paper": "3-5", "measured": 11.0, "lo": 9.9, "hi": 12.2,
+         "verdict": "reproduced", "magnitude": "larger than the paper's 3-5"}])
+    assert report.table(tmp_path).splitlines()[-1].endswith(
+        "| **reproduced** (larger than the paper's 3-5) |")
+
+
+def test_a_dead_kernel_is_one_line_naming_the_notebook_and_the_copy(tmp_path, monkeypatch):
+    import papermill as pm
+    from nbclient.exceptions import DeadKernelError
+
+    from bnpaper import reproduce
+
+    def die(*a, **k):
+        raise DeadKernelError("Kernel died")
+    monkeypatch.setattr(pm, "execute_notebook", die)
+    try:
+        reproduce.execute("03_lira", {}, tmp_path / "03_lira.ipynb")
+    except reproduce.NotebookFailed as exc:
+        msg = str(exc)
+    assert msg == f"notebook 03_lira: the kernel died (out of memory, or killed); executed copy: {tmp_path / '03_lira.ipynb'}"
