@@ -79,11 +79,24 @@ def start(namespace: dict, notebook: str, quiet: bool = False) -> Run:
     explicit = {k: namespace[k] for k in defaults
                 if k in injected or namespace[k] != defaults[k]}
     resolved = _params.resolve(notebook, explicit)
+    check_data(resolved.values)
     namespace.update(resolved.values)
     run = Run(notebook, resolved.values, resolved.changed())
     if not quiet:
         print(describe(run))
     return run
+
+
+def check_data(p: dict[str, Any]) -> None:
+    """Fail before any training when the dataset, or the OOD source the run injects, is missing
+    (one clear error saying where it looked and how to get it)."""
+    from .data import locate
+    if not p.get("download"):
+        locate(p["dataset"])
+    kinds = [p.get("outlier_kind"), p.get("lira_corruption"), *(
+        p["corruption"] if isinstance(p.get("corruption"), list) else [p.get("corruption")])]
+    if "ood" in kinds and p.get("ood_source") not in (None, "noise", "digits"):
+        locate(p["ood_source"])
 
 
 def describe(run: Run) -> str:

@@ -11,6 +11,7 @@ import torch
 
 from . import grads
 from .data import Split, normalize
+from .stats import t_mean
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,8 @@ def records(history: dict, mode: str = "batch") -> list[tuple[int, np.ndarray, n
     `MODES` ('batch' and 'batch_fixed' share their samples: the noisy + as many clean)."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}; allowed: {MODES}")
-    return [(r["epoch"], np.asarray(r[f"{mode}_norm"], float), np.asarray(r[f"{mode}_noisy"], bool))
-            for r in history["grads"]]
+    return [(r["epoch"], np.asarray(r[f"{mode}_norm"], float),
+             np.asarray(r[f"{mode}_noisy"], bool)) for r in history["grads"]]
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,9 @@ class Medians:
 
 
 def medians(histories: Sequence[dict], mode: str = "batch") -> Medians:
-    rows = [[(np.median(v[k]), np.median(v[~k]), v[k].sum() / v.sum()) for _, v, k in records(h, mode)]
-            for h in histories]
+    """The medians and noisy share of one probe definition (`MODES`), one row per run."""
+    rows = [[(np.median(v[k]), np.median(v[~k]), v[k].sum() / v.sum())
+             for _, v, k in records(h, mode)] for h in histories]
     a = np.array(rows, dtype=float)  # (runs, epochs, 3)
     return Medians(a[..., 0], a[..., 1], a[..., 2])
 
@@ -134,7 +136,8 @@ def fixed_over_batch(histories: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]
 
 def pooled_log10(histories: Sequence[dict], epoch: int, mode: str = "batch"
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """log10 of the norms at one probe epoch pooled over runs (floored at 1e-12), and the noisy mask."""
+    """log10 of the norms at one probe epoch, pooled over runs (floored at 1e-12), and the
+    noisy mask."""
     rec = [(v, k) for h in histories for e, v, k in records(h, mode) if e == epoch]
     if not rec:
         raise ValueError(f"epoch {epoch} is not a probe epoch")
@@ -156,11 +159,11 @@ def summary(histories: dict[str, Sequence[dict]]) -> dict:
     median ratio per definition and per parameter group (mean over seeds of the per-seed mean
     after initialization, 95% t interval), the batch_fixed / batch medians (BN-like norms), the
     final medians and the noisy share of the 'eval' probe's summed norms."""
-    from .stats import t_mean
     ep = probed_epochs(next(iter(histories.values()))[0])
     out: dict = {f"ratio{s}": {} for s in ("", "_eval", "_batch_fixed", "_by_group")}
     for n, hs in histories.items():
-        for mode, key in (("batch", "ratio"), ("eval", "ratio_eval"), ("batch_fixed", "ratio_batch_fixed")):
+        for mode in MODES:
+            key = "ratio" if mode == "batch" else f"ratio_{mode}"
             out[key][n] = t_mean(after_init(medians(hs, mode).ratio, ep)).as_dict()
         out["ratio_by_group"][n] = {g: t_mean(after_init(group_ratio(hs, g), ep)).as_dict()
                                     for g in groups(hs[0])}

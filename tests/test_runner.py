@@ -67,8 +67,9 @@ def test_dataset_file_applies_when_only_the_dataset_is_given():
     assert r.values["augment"] is True
 
 
-def test_papermill_by_hand_and_the_runner_resolve_the_same_parameters():
+def test_papermill_by_hand_and_the_runner_resolve_the_same_parameters(monkeypatch):
     """`papermill 03_lira.ipynb out.ipynb -p dataset cifar10` == `reproduce --dataset cifar10 --only 03`."""
+    monkeypatch.setattr(notebook, "check_data", lambda p: None)  # CIFAR-10 is not on this machine
     ns = dict(params.defaults("03_lira"))
     ns["dataset"] = "cifar10"
     ns["In"] = ["", '# Parameters\ndataset = "cifar10"\n', "<this cell>"]
@@ -77,7 +78,8 @@ def test_papermill_by_hand_and_the_runner_resolve_the_same_parameters():
     assert by_hand == params.resolve("03_lira", injected).values
 
 
-def test_an_explicit_value_equal_to_the_default_still_wins_over_the_dataset_file():
+def test_an_explicit_value_equal_to_the_default_still_wins_over_the_dataset_file(monkeypatch):
+    monkeypatch.setattr(notebook, "check_data", lambda p: None)
     ns = dict(params.defaults("03_lira"))
     ns.update(dataset="cifar10", In=["", '# Parameters\ndataset = "cifar10"\narch = "lenet"\n', ""])
     assert notebook.start(ns, "03_lira", quiet=True).params["arch"] == "lenet"
@@ -202,3 +204,10 @@ def test_papermill_p_with_a_list_as_a_string_says_how_to_pass_it():
               outlier_frac="[0.1]")
     with pytest.raises(ConfigError, match=r"outlier_frac='\[0.1\]' must be a list, got a string; with papermill pass it as YAML: -y"):
         notebook.start(ns, "03_lira", quiet=True)
+
+
+def test_a_missing_ood_source_fails_in_start_before_any_training(monkeypatch, tmp_path):
+    monkeypatch.setenv("BNPAPER_DATA", str(tmp_path))
+    ns = dict(params.defaults(NB), ood_source="cifar100")
+    with pytest.raises(ConfigError, match=r"cifar100"):
+        notebook.start(ns, NB, quiet=True)
