@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import os
 from pathlib import Path
 
@@ -41,10 +42,19 @@ def _acc(accs: dict | None) -> str:
     return ", ".join(f"{k}: {_num(v, 3)}" for k, v in accs.items())
 
 
+def _cell(text) -> str:
+    """A table cell: gamma/sigma as the Greek letters, pipes escaped the way GitHub reads them."""
+    text = re.sub(r"\bgamma\b", "γ", re.sub(r"\bsigma\b", "σ", str(text)))
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def claim_row(nb: str, claim: dict) -> str:
     measured = _num(claim.get("measured"))
-    if claim.get("lo") is not None and claim.get("hi") is not None:
-        measured += f" [{_num(claim['lo'])}, {_num(claim['hi'])}]"
+    lo, hi = claim.get("lo"), claim.get("hi")
+    if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
+        measured += f" [{_num(lo)}, {_num(hi)}]"
+    elif "lo" in claim:
+        measured += " (no interval: n/a)"
     if claim.get("unit"):
         measured += f" {claim['unit']}"
     cells = [nb.split("_")[0], claim.get("claim", ""), claim.get("paper", ""), measured,
@@ -52,10 +62,11 @@ def claim_row(nb: str, claim: dict) -> str:
              f"{claim.get('dataset', '')} / {claim.get('budget', '')}",
              f"**{claim.get('verdict', 'inconclusive')}**"
              + (f" ({claim['magnitude']})" if claim.get("magnitude") else "")]
-    return "| " + " | ".join(str(c).replace("|", "/").replace("\n", " ") for c in cells) + " |"
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 
 def table(root: Path | None = None, dataset: str | None = None) -> str:
+    """The claims table: rows by notebook (01..05), then dataset, in each notebook's order."""
     rows = [claim_row(nb, c) for nb, _, res in collect(root, dataset) for c in res.get("claims", [])]
     return HEADER + "\n" + "\n".join(rows)
 

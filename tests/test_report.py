@@ -91,3 +91,11 @@ def test_a_dead_kernel_is_one_line_naming_the_notebook_and_the_copy(tmp_path, mo
     except reproduce.NotebookFailed as exc:
         msg = str(exc)
     assert msg == f"notebook 03_lira: the kernel died (out of memory, or killed); executed copy: {tmp_path / '03_lira.ipynb'}"
+
+
+def test_report_renders_gamma_sigma_and_no_interval_as_na(tmp_path):
+    _write(tmp_path, "04_theory", "toy", [
+        {"claim": "|gamma|/sigma > 1 in most cases", "measured": 0.9, "lo": float("-inf"),
+         "hi": float("inf"), "verdict": "inconclusive"}])
+    row = report.table(tmp_path).splitlines()[-1]
+    assert "\\|γ\\|/σ > 1" in row and "0.900 (no interval: n/a)" in row and "inf" not in row
