@@ -74,7 +74,7 @@ def test_verdict(c: dict, est: Estimate) -> str:
     x = 0.5 if t == "more_than_half" else None
     if t == "at_least" or x is not None:
         x = float(c["threshold"]) if x is None else x
-        if lo > x or (t == "at_least" and lo >= x):
+        if lo > x:  # strict: an interval that only touches X (a ratio of exactly 1) proves nothing
             return "reproduced"
         return "not reproduced" if hi < x else "inconclusive"
     a, b = map(float, c["band"])  # within

@@ -119,6 +119,8 @@ def theory_margin_growth(study, batch_sizes: Sequence[int], lrs: Sequence[float]
     bx.set(xscale="log", yscale="log", xlabel="batch size", xticks=list(batch_sizes),
            xticklabels=[str(b) for b in batch_sizes], ylabel="median factor |measured / predicted|",
            title="fixed-statistics approximation (rising margins)")
+    from matplotlib.ticker import NullFormatter
+    bx.xaxis.set_minor_formatter(NullFormatter())  # only the batch sizes are labelled
     bx.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -184,3 +186,43 @@ def theory_fraction_above_one(fracs: dict, seed: int) -> plt.Figure:
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def tradeoff(ax: plt.Axes, points: list[dict], title: str,
+             xlabel: str = "memorization of corrupted samples",
+             ylabel: str = "clean test accuracy") -> None:
+    """A utility/memorization trade-off: one marker per variant at (x, y). Each point is a dict
+    with x, y, color, family (legend: one entry per family), note (an annotation, may be '') and
+    kind: 'base' (star), 'penalty' (circle) or 'projection' (square)."""
+    style = {"base": ("*", 70, 1.0, 3), "penalty": ("o", 28, 0.9, 2), "projection": ("s", 28, 0.6, 2)}
+    for p in sorted(points, key=lambda p: list(style).index(p["kind"])):  # legend: bases first
+        marker, size, alpha, z = style[p["kind"]]
+        ax.scatter(p["x"], p["y"], s=size, marker=marker, color=p["color"], alpha=alpha,
+                   label=p["family"], zorder=z)
+        if p.get("note"):
+            ax.annotate(p["note"], (p["x"], p["y"]), fontsize=6, xytext=(3, 2),
+                        textcoords="offset points")
+    handles = dict(zip(*ax.get_legend_handles_labels()[::-1]))  # one legend entry per family
+    ax.legend(handles.values(), handles.keys(), loc="best")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+
+
+def log_histograms(ax: plt.Axes, values: dict[str, tuple[np.ndarray, str]], title: str,
+                   xlabel: str, ylabel: str = "count", vline: float | None = None,
+                   per_decade: int = 10, zero_note: str = "{n} zeros not shown") -> None:
+    """Overlaid histograms {label: (values, color)} on a log x axis, with log bins covering every
+    positive value and at least 1e-3..10 (nothing piles up in an edge bin); zeros cannot be
+    drawn on a log axis and are counted in the title instead."""
+    pos = np.concatenate([np.asarray(v)[np.asarray(v) > 0] for v, _ in values.values()])
+    lo = min(-3.0, np.floor(np.log10(pos.min()))) if pos.size else -3.0
+    hi = max(1.0, np.ceil(np.log10(pos.max()))) if pos.size else 1.0
+    edges = np.logspace(lo, hi, int(round(per_decade * (hi - lo))) + 1)
+    n_zero = sum(int((np.asarray(v) == 0).sum()) for v, _ in values.values())
+    for name, (v, col) in values.items():
+        v = np.asarray(v)
+        ax.hist(v[v > 0], bins=edges, color=col, alpha=0.5, label=name)
+    if vline is not None:
+        ax.axvline(vline, color="k", linestyle="--", linewidth=1)
+    ax.set(xscale="log", xlabel=xlabel, ylabel=ylabel,
+           title=title + (f" ({zero_note.format(n=n_zero)})" if n_zero else ""))
+    ax.legend()

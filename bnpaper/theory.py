@@ -1,5 +1,7 @@
-"""The paper's toy theory: symbolic derivation (sympy), a torch simulation with real batch
-statistics, and gamma/sigma read from trained networks.
+"""The paper's toy theory (notebook 04): symbolic derivation (sympy) and its LaTeX display, a
+torch simulation with real batch statistics (the margin-growth probe study and the gamma feedback
+study, each a dataclass of its runs and statistics), and gamma/sigma read from trained networks.
+No plotting here (see `bnpaper.plots.theory_*`).
 
 Toy model (one convolutional channel = one linear filter w on an input patch x in R^d):
   no-BN:  h = w.x + b                                  margin m = y * a * h
@@ -10,13 +12,18 @@ Batch statistics mu, sigma are constants during the step ("fixed statistics"), e
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import sympy as sp
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .stats import Estimate, bootstrap_mean, t_mean, t_paired_diff
 
 # ---------------------------------------------------------------- symbols
 D = 3  # explicit vector dimension for the symbolic derivation (the result holds for any d)
@@ -101,6 +108,35 @@ def logistic_loss_derivative() -> sp.Expr:
 def equal(expr: sp.Expr, expected: sp.Expr) -> bool:
     """The symbolic check used by tests and notebook: simplify(expr - expected) == 0."""
     return sp.simplify(sp.expand(expr - expected)) == 0
+
+
+def derived_factor(ratio: sp.Expr) -> float:
+    """The derived growth ratio in units of the paper's (gamma/sigma)^2: 1.0 when they agree
+    (the measured value of the derivation claim); raises if the quotient is not a number."""
+    q = sp.simplify(ratio / (gamma / sigma) ** 2)
+    if not q.is_number:
+        raise ValueError(f"the derived ratio is not a multiple of (gamma/sigma)^2: {q}")
+    return float(q)
+
+
+def show(lhs, expr: sp.Expr | None = None) -> None:
+    """Display `lhs = expr` in LaTeX (a notebook renders it; a console prints the source);
+    `lhs` may instead be a mapping {lhs: expr}, shown one equation per line."""
+    from IPython.display import Math, display
+
+    pairs = lhs.items() if isinstance(lhs, dict) else [(lhs, expr)]
+    for left, e in pairs:
+        display(Math(f"{left} = {latex(e)}"))
+
+
+def latex(expr: sp.Expr) -> str:
+    """sympy's LaTeX of `expr`, with the symbols ell', ell'_i written as \\ell', \\ell'_i."""
+    return re.sub(r"(?<![\\A-Za-z])ell'", r"\\ell'", sp.latex(expr))
+
+
+def term_labels(terms: dict[str, sp.Expr], model: str) -> dict[str, sp.Expr]:
+    """{LaTeX label: term} for `full_update_terms`, e.g. Delta m_BN[gamma]."""
+    return {rf"\Delta m_{{\text{{{model}}}}}[{sp.latex(sp.Symbol(g))}]": e for g, e in terms.items()}
 
 
 # ---------------------------------------------------------------- torch simulation
@@ -314,3 +350,312 @@ def ratio_by_run(run_ids, dm_bn, dm_predicted) -> tuple[list, list[float]]:
         sel = np.array([i == k for i in ids])
         out.append(float(num[sel].sum() / den[sel].sum()))
     return keys, out
+
+
+# ---------------------------------------------------------------- toy studies (notebook 04)
+PROBE_FIELDS = ("batch_size", "lr", "w_scale", "seed", "measured", "predicted", "predicted_full",
+                "dm_bn", "dm_twin")
+
+
+@contextmanager
+def _one_thread():
+    """Tiny tensors: threads only add overhead (and one thread keeps the runs bitwise stable)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def exp_estimate(e: Estimate) -> Estimate:
+    """An estimate of a log quantity as the estimate of the quantity (exp of value and bounds)."""
+    return Estimate(math.exp(e.value), math.exp(e.lo), math.exp(e.hi), e.n, e.level)
+
+
+@dataclass
+class ProbeStudy:
+    """Margin-growth probes of mislabeled outliers over the grid batch size x lr x |w_0| x seed
+    (all seeds only at the default batch size and lr), and the same probes with a tiny step.
+
+    probes: one array per PROBE_FIELDS entry (one value per probe); tiny: the tiny-step probes'
+    measured, predicted and predicted_full. The verdict statistic is `agreement`: per run (seed x
+    |w_0| at the default setting) the ratio estimator sum dm_BN / sum (gamma/sigma)^2 dm_no-BN,
+    then the mean over runs with a bootstrap over runs (probes of a run are not independent)."""
+    probes: dict[str, np.ndarray]
+    tiny: dict[str, np.ndarray]
+    default_batch_size: int
+    default_lr: float
+    n_runs_grid: int
+    agreement: Estimate = field(init=False)
+    run_keys: list = field(init=False)
+    run_ratios: list[float] = field(init=False)
+    geo_mean_rising: float = field(init=False)
+    loglog_slope: float = field(init=False)
+    tiny_fixed: Estimate = field(init=False)
+    tiny_full_error: float = field(init=False)
+
+    def __post_init__(self):
+        p, d = self.probes, self.default
+        self.run_keys, self.run_ratios = ratio_by_run(
+            np.column_stack([p["w_scale"][d], p["seed"][d]]), p["dm_bn"][d],
+            p["predicted"][d] * p["dm_twin"][d])
+        self.agreement = bootstrap_mean(self.run_ratios, seed=0)  # runs resampled, not probes
+        ok = d & self.rising
+        self.geo_mean_rising = float(np.exp(np.mean(self.log_error[ok])))
+        self.loglog_slope = (float(np.polyfit(np.log(p["predicted"][ok]), np.log(p["measured"][ok]), 1)[0])
+                             if ok.sum() >= 2 else float("nan"))
+        t = self.tiny
+        self.tiny_fixed = bootstrap_mean(np.log(t["measured"] / t["predicted"]), seed=0)
+        self.tiny_full_error = float(np.exp(np.median(np.abs(np.log(t["measured"] / t["predicted_full"])))))
+
+    @property
+    def rising(self) -> np.ndarray:
+        """Probes whose margin grew (a step so large that the margin fell has no log ratio)."""
+        return self.probes["measured"] > 0
+
+    @property
+    def default(self) -> np.ndarray:
+        """Probes at the default batch size and lr (the verdict's setting)."""
+        p = self.probes
+        return (p["batch_size"] == self.default_batch_size) & (p["lr"] == self.default_lr)
+
+    @property
+    def log_error(self) -> np.ndarray:
+        """log |measured / predicted| per probe (nan for a falling margin)."""
+        p = self.probes
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.rising, np.log(np.abs(p["measured"] / p["predicted"])), np.nan)
+
+    @property
+    def n_probes(self) -> int:
+        return int(self.default.sum())
+
+    @property
+    def n_bad(self) -> int:
+        """Probes at the default setting whose margin fell (kept in the ratio estimator)."""
+        return int((self.default & ~self.rising).sum())
+
+    def median_factor(self, batch_size: int, lr: float) -> float:
+        """exp(median |log measured/predicted|) over the rising probes of one grid setting."""
+        p = self.probes
+        sel = (p["batch_size"] == batch_size) & (p["lr"] == lr) & self.rising
+        return float(np.exp(np.median(np.abs(self.log_error[sel])))) if sel.any() else float("nan")
+
+    def run_ratio_table(self) -> dict[str, float]:
+        return {f"w_scale={k[0]:g}, seed={int(k[1])}": r for k, r in zip(self.run_keys, self.run_ratios)}
+
+    def row_fields(self) -> dict:
+        """The unit and side numbers of the simulation claim's verdict row."""
+        return {"unit": f"measured / predicted, ratio estimator per run, mean over {self.agreement.n} "
+                        f"runs (bootstrap over runs); {self.n_bad} of {self.n_probes} probes with a "
+                        "falling margin kept",
+                "n_runs": self.agreement.n, "n_probes": self.n_probes, "n_bad": self.n_bad,
+                "geo_mean_probes_rising": self.geo_mean_rising, "loglog_slope": self.loglog_slope}
+
+    def summary(self) -> dict:
+        """The study's numbers for results.json."""
+        return {"ratio_estimator_mean_over_runs": self.agreement.as_dict(),
+                "run_ratios": self.run_ratio_table(), "geo_mean_probes_rising": self.geo_mean_rising,
+                "n_probes": self.n_probes, "n_bad": self.n_bad, "loglog_slope": self.loglog_slope,
+                "tiny_step_fixed_ratio": math.exp(self.tiny_fixed.value),
+                "tiny_step_full_error": self.tiny_full_error}
+
+
+def probe_study(base: ToyConfig, batch_sizes, lrs, w_scales, seeds, default_batch_size: int,
+                default_lr: float, probe_every: int, tiny_lr: float = 1e-6,
+                progress: bool = True) -> ProbeStudy:
+    """Train the BN toy (with outliers) over the grid and probe the outliers' margin growth every
+    `probe_every` steps with the training lr; then, at the default setting and the first seed,
+    the same probes with step `tiny_lr` (the first-order term alone)."""
+    from tqdm.auto import tqdm
+
+    grid = [(B, eta, ws, s) for B in batch_sizes for eta in lrs for ws in w_scales for s in seeds
+            if s == seeds[0] or (B, eta) == (default_batch_size, default_lr)]
+    rows, tiny = [], []
+    with _one_thread():
+        for B, eta, ws, s in tqdm(grid, desc="toy probe runs", disable=not progress):
+            cfg = replace(base, batch_size=B, lr=eta, w_scale=ws, seed=s)
+            for p in toy_train(cfg, "bn", True, probe_every=probe_every)["probes"]:
+                rows.append((B, eta, ws, s, p["measured"], p["predicted"], p["predicted_full"],
+                             p["dm_bn"], p["dm_twin"]))
+        for ws in w_scales:
+            cfg = replace(base, batch_size=default_batch_size, lr=default_lr, w_scale=ws, seed=seeds[0])
+            for p in toy_train(cfg, "bn", True, probe_every=probe_every, probe_lr=tiny_lr)["probes"]:
+                tiny.append((p["measured"], p["predicted"], p["predicted_full"]))
+    rows, tiny = np.array(rows, dtype=float).reshape(-1, 9), np.array(tiny, dtype=float).reshape(-1, 3)
+    return ProbeStudy({k: rows[:, j] for j, k in enumerate(PROBE_FIELDS)},
+                      {k: tiny[:, j] for j, k in enumerate(("measured", "predicted", "predicted_full"))},
+                      default_batch_size, default_lr, len(grid))
+
+
+FEEDBACK_RUNS = (("bn", "bn", True), ("bn_clean", "bn", False), ("none", "none", True))
+
+
+@dataclass
+class FeedbackStudy:
+    """The toy at one setting, per seed, trained with BN with and without the outliers (same
+    typical samples) and without BN: the per-step records and their seed-level comparisons.
+
+    All comparisons are paired by seed with Student-t intervals. The log of the factor's ratio
+    (with / without outliers, mean of log over the last `n_last` steps) splits exactly into a
+    gamma part (2 log|gamma|) and a sigma part (-2 log sigma); `driver` is the larger one."""
+    runs: dict[tuple[str, int], dict]
+    seeds: list[int]
+    n_last: int
+    gap_gamma: Estimate = field(init=False)     # final gamma, with minus without outliers
+    factor_gap: Estimate = field(init=False)    # log (gamma/sigma)^2 with - without outliers
+    factor_gamma: Estimate = field(init=False)  # ... its gamma part
+    factor_sigma: Estimate = field(init=False)  # ... its sigma part
+    share_ratio: Estimate = field(init=False)   # outliers' share of |dL/dgamma| / population share
+    mem_gap: Estimate = field(init=False)       # final outlier memorization, BN minus no-BN
+    driver: str = field(init=False)
+
+    def __post_init__(self):
+        last = lambda key, k: np.log(np.abs(self.arr(key, k)[:, -self.n_last:])).mean(1)  # noqa: E731
+        self.factor_gap = t_paired_diff(last("bn", "factor"), last("bn_clean", "factor"))
+        self.factor_gamma = t_paired_diff(2 * last("bn", "gamma"), 2 * last("bn_clean", "gamma"))
+        self.factor_sigma = t_paired_diff(-2 * last("bn", "sigma"), -2 * last("bn_clean", "sigma"))
+        self.driver = "gamma" if self.factor_gamma.value >= self.factor_sigma.value else "sigma"
+        self.gap_gamma = t_paired_diff(self.arr("bn", "gamma")[:, -1], self.arr("bn_clean", "gamma")[:, -1])
+        self.share_ratio = t_mean(self.arr("bn", "gamma_share").mean(1) / self.population_share)
+        self.mem_gap = t_paired_diff(self.arr("bn", "outlier_acc")[:, -1], self.arr("none", "outlier_acc")[:, -1])
+
+    def arr(self, key: str, k: str) -> np.ndarray:
+        """(seeds, steps) array of record `k` of run `key` ('bn', 'bn_clean', 'none'); (seeds,)
+        for a scalar such as test_acc."""
+        return np.array([self.runs[key, s][k] for s in self.seeds], dtype=float)
+
+    @property
+    def population_share(self) -> float:
+        return self.runs["bn", self.seeds[0]]["outlier_share"]
+
+    @property
+    def gamma_share(self) -> float:
+        """Outliers' mean share of sum_i |dL/dgamma_i| over steps and seeds."""
+        return float(self.arr("bn", "gamma_share").mean())
+
+    @property
+    def test_acc(self) -> dict[str, float]:
+        """Mean toy clean test accuracy of each run kind."""
+        names = {"bn": "bn", "bn_clean": "bn_no_outliers", "none": "none"}
+        return {names[k]: float(np.mean(self.arr(k, "test_acc"))) for k, _, _ in FEEDBACK_RUNS}
+
+    def row_fields(self, claim: str) -> dict:
+        """Unit and side numbers of the verdict row of 'gamma' (final gamma, with minus without
+        outliers) or 'factor' ((gamma/sigma)^2 with / without outliers)."""
+        if claim == "gamma":
+            return {"unit": f"final gamma with outliers minus without (toy, paired by seed, t over "
+                            f"{self.gap_gamma.n} seeds)",
+                    "outlier_gamma_grad_share_over_population": self.share_ratio.as_dict()}
+        return {"unit": f"(gamma/sigma)^2 with outliers / without (toy, geometric mean of the last "
+                        f"{self.n_last} steps, paired by seed, t over {self.factor_gap.n} seeds)",
+                "factor_ratio_from_gamma": math.exp(self.factor_gamma.value),
+                "factor_ratio_from_sigma": math.exp(self.factor_sigma.value),
+                "log_factor_parts": {"gamma": self.factor_gamma.as_dict(),
+                                     "sigma": self.factor_sigma.as_dict()}}
+
+    def summary(self) -> dict:
+        """The study's numbers for results.json."""
+        return {"memorization_gap_bn_minus_none": self.mem_gap.as_dict(),
+                "outlier_gamma_share": self.gamma_share,
+                "outlier_population_share": self.population_share}
+
+    def story(self, gamma_verdict: str) -> str:
+        """One plain sentence on the paper's positive-feedback loop, from what was measured."""
+        g, s = math.exp(self.factor_gamma.value), math.exp(self.factor_sigma.value)
+        head = (f"Feedback: gamma with minus without outliers {self.gap_gamma.fmt(3)} ({gamma_verdict}); "
+                f"(gamma/sigma)^2 x{math.exp(self.factor_gap.value):.2f} = x{g:.2f} from gamma times "
+                f"x{s:.2f} from sigma.")
+        faults = []
+        if gamma_verdict != "reproduced":
+            faults.append("gamma does not grow with the outliers")
+        if self.driver == "sigma":
+            faults.append("the rise of (gamma/sigma)^2 is driven by the batch sigma falling, not by gamma")
+        if not faults:
+            return head + " Consistent with the paper's loop: outliers raise gamma, which raises the factor."
+        said = "; ".join(faults)
+        return f"{head} {said[0].upper()}{said[1:]}: the paper's positive-feedback story does not hold in this toy."
+
+
+def feedback_study(base: ToyConfig, seeds, batch_size: int, lr: float, n_last: int = 20,
+                   progress: bool = True) -> FeedbackStudy:
+    """The toy (|w_0| from `base`) at `batch_size` and `lr` for each seed: BN with outliers, BN
+    without them, no-BN with them; records, toy clean test accuracy and the outliers' share."""
+    from tqdm.auto import tqdm
+
+    runs = {}
+    with _one_thread():
+        for s in tqdm(seeds, desc="feedback runs", disable=not progress):
+            cfg = replace(base, batch_size=batch_size, lr=lr, seed=s)
+            for key, norm, outliers in FEEDBACK_RUNS:
+                r = toy_train(cfg, norm, outliers)
+                runs[key, s] = {**r["record"], "test_acc": toy_test_accuracy(r["model"], cfg),
+                                "outlier_share": r["outlier_share"]}
+    return FeedbackStudy(runs, list(seeds), min(n_last, base.steps))
+
+
+def loop_verdict(row: dict, gamma_row: dict, fb: FeedbackStudy) -> dict:
+    """The paper's loop runs *through gamma*: a rise of (gamma/sigma)^2 with outliers counts as
+    "reproduced" only when the claim it requires (claims.yaml `requires`: gamma grows with
+    outliers) is reproduced too; a rise carried by the batch sigma is "inconclusive". The row
+    says which of gamma and sigma drove the factor."""
+    from .claims import claim
+
+    need = claim(row["id"]).get("requires")
+    if need is not None and need != gamma_row["id"]:
+        raise ValueError(f"{row['id']} requires {need}, got the row of {gamma_row['id']}")
+    g, s = math.exp(fb.factor_gamma.value), math.exp(fb.factor_sigma.value)
+    note = f"driven by {fb.driver}: x{g:.2f} from gamma times x{s:.2f} from sigma"
+    out = {**row, "driver": fb.driver, "requires_verdict": gamma_row["verdict"]}
+    if row["verdict"] == "reproduced" and gamma_row["verdict"] != "reproduced":
+        out["verdict"] = "inconclusive"
+        note += "; gamma did not grow with outliers, so the rise is not the paper's loop"
+    out["magnitude"] = "; ".join(x for x in (row.get("magnitude"), note) if x)
+    return out
+
+
+# ---------------------------------------------------------------- trained networks (notebook 04)
+def trained_gamma_sigma(result, split, batch_size: int = 128, n_batches: int = 4) -> dict:
+    """|gamma|/sigma per BN layer and channel of a trained model (`train.TrainResult` on `split`),
+    batch statistics from its first `n_batches` batches; with its final clean test accuracy and
+    memorization (accuracy of the corrupted samples on their corrupted labels)."""
+    from .data import normalize
+
+    model = result.model(split.x.shape[1], split.n_classes, split.x.shape[2])
+    xs = normalize(split.x[:n_batches * batch_size], split.mean, split.std)
+    return {"layers": gamma_sigma(model, xs, batch_size, n_batches),
+            "test_acc": result.history["test_acc"][-1], "noisy_acc": result.history["noisy_acc"][-1]}
+
+
+def channel_fractions(layers: list[dict]) -> dict:
+    """Share of channels with |gamma|/sigma > 1, per layer (sigma from the running variance and
+    from batch statistics) and over all channels pooled (boolean arrays, for a bootstrap)."""
+    run = [l["ratio_running"].numpy() for l in layers]
+    bat = [l["ratio_batch"].numpy() for l in layers]
+    return {"running": [float((r > 1).mean()) for r in run],
+            "batch": [float((r > 1).mean()) for r in bat],
+            "all_running": np.concatenate(run) > 1, "all_batch": np.concatenate(bat) > 1}
+
+
+def channel_fields(frac: dict, est: Estimate, seed: int) -> dict:
+    """Unit and side numbers of the verdict row 'gamma/sigma > 1 in most cases' of one network."""
+    return {"unit": f"fraction of channels with |gamma|/sigma > 1 (running variance); one network "
+                    f"(seed {seed}), bootstrap over its {est.n} pooled channels, not over seeds",
+            "mean_over_layers": float(np.mean(frac["running"])),
+            "fraction_batch_stats": float(frac["all_batch"].mean())}
+
+
+def gamma_ratio_fields(est: Estimate, seed: int, noise_frac: float) -> dict:
+    """Unit of the verdict row '|gamma| noisy / clean' of one pair of networks."""
+    return {"unit": f"|gamma| {noise_frac:.0%} flipped / clean labels, geometric mean over channels "
+                    f"(same init); one pair of networks (seed {seed}), bootstrap over its {est.n} "
+                    "pooled channels, not over seeds"}
+
+
+def gamma_log_ratio(noisy: list[dict], clean: list[dict]) -> np.ndarray:
+    """log(|gamma| noisy / |gamma| clean) per channel of two models of one architecture trained
+    from the same seed (same initialization: channel k of both starts equal)."""
+    g_noisy = np.concatenate([l["gamma"].numpy() for l in noisy])
+    g_clean = np.concatenate([l["gamma"].numpy() for l in clean])
+    return np.log(g_noisy / g_clean)

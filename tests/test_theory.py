@@ -1,8 +1,12 @@
 """The toy theory: symbolic results against hand-derived expectations, and the simulation."""
+import math
+
+import numpy as np
 import pytest
 import sympy as sp
 import torch
 
+from bnpaper import claims, stats
 from bnpaper import theory as T
 from bnpaper.models import build_model
 
@@ -138,3 +142,185 @@ def test_log_factor_splits_into_gamma_and_sigma_parts():
     rec = {k: torch.tensor(r["record"][k], dtype=torch.float64) for k in ("factor", "gamma", "sigma")}
     parts = 2 * rec["gamma"].abs().log() - 2 * rec["sigma"].log()
     assert torch.allclose(rec["factor"].log(), parts, atol=1e-5)
+
+
+# ---------------------------------------------------------------- notebook 04's helpers
+SMALL = T.ToyConfig(d=60, n_typical=30, n_outliers=3, steps=30)
+
+
+@pytest.fixture(scope="module")
+def probes():
+    return T.probe_study(SMALL, [8, 16], [0.05, 0.1], [1.0, 3.0], [0, 1], 16, 0.1, 5, progress=False)
+
+
+@pytest.fixture(scope="module")
+def feedback():
+    return T.feedback_study(SMALL, [0, 1, 2], 16, 0.1, n_last=5, progress=False)
+
+
+def test_derived_factor_is_one_for_the_derivation_and_rejects_a_non_constant_quotient():
+    assert T.derived_factor(T.growth_ratio()) == 1.0
+    assert T.derived_factor(2 * T.gamma**2 / T.sigma**2) == 2.0
+    with pytest.raises(ValueError, match="not a multiple"):
+        T.derived_factor(T.gamma / T.sigma)
+    row = claims.judge("04.derivation", stats.Estimate(1.0, 1.0, 1.0, 1))
+    assert row["verdict"] == "reproduced"
+    assert claims.judge("04.derivation", stats.Estimate(2.0, 2.0, 2.0, 1))["verdict"] == "not reproduced"
+
+
+def test_latex_writes_ell_prime_as_the_ell_symbol_and_show_displays_each_equation(monkeypatch):
+    tex = T.latex(T.margin_change("bn"))
+    assert r"\ell'" in tex and "ell'" not in tex.replace(r"\ell'", "")
+    assert r"\ell'_{1}" in T.latex(T.gamma_gradient(3)[0])
+    shown = []
+    import IPython.display
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.data))
+    T.show({"a": T.gamma**2, "b": T.lp})
+    T.show("c", T.sigma)
+    assert shown == ["a = \\gamma^{2}", "b = \\ell'", "c = \\sigma"]
+
+
+def test_term_labels_name_each_parameter_group_in_latex():
+    labels = T.term_labels(T.full_update_terms("bn"), "BN")
+    assert list(labels) == [r"\Delta m_{\text{BN}}[w]", r"\Delta m_{\text{BN}}[\gamma]",
+                            r"\Delta m_{\text{BN}}[\beta]", r"\Delta m_{\text{BN}}[a]"]
+
+
+def test_exp_estimate_exponentiates_value_and_bounds():
+    e = T.exp_estimate(stats.Estimate(0.0, -1.0, 2.0, 5, 0.9))
+    assert (e.value, e.lo, e.hi, e.n, e.level) == (1.0, pytest.approx(math.exp(-1)),
+                                                   pytest.approx(math.exp(2)), 5, 0.9)
+
+
+def test_probe_study_grid_uses_all_seeds_only_at_the_default_setting(probes):
+    p = probes.probes
+    assert probes.n_runs_grid == 2 * 2 * 2 + 2  # one seed off the default, two seeds on it
+    off = (p["batch_size"] != 16) | (p["lr"] != 0.1)
+    assert set(p["seed"][off]) == {0} and set(p["seed"][probes.default]) == {0, 1}
+    assert all(len(v) == len(p["measured"]) for v in p.values())
+    assert probes.n_probes == int(probes.default.sum()) > 0
+    assert np.allclose(p["measured"], p["dm_bn"] / p["dm_twin"])
+
+
+def test_probe_study_agreement_is_the_mean_of_run_ratio_estimators(probes):
+    p, d = probes.probes, probes.default
+    assert len(probes.run_ratios) == 4  # 2 seeds x 2 initial |w| at the default setting
+    for (ws, s), r in zip(probes.run_keys, probes.run_ratios):
+        sel = d & (p["w_scale"] == ws) & (p["seed"] == s)
+        assert r == pytest.approx(p["dm_bn"][sel].sum() / (p["predicted"][sel] * p["dm_twin"][sel]).sum())
+    assert probes.agreement.value == pytest.approx(np.mean(probes.run_ratios))
+    assert probes.agreement.lo <= probes.agreement.value <= probes.agreement.hi
+    assert probes.agreement.n == 4
+
+
+def test_tiny_step_probes_match_the_full_first_order_prediction(probes):
+    assert len(probes.tiny["measured"]) > 0
+    assert probes.tiny_full_error == pytest.approx(1.0, abs=0.05)  # within 5%
+    assert probes.median_factor(16, 0.1) >= 1.0
+    assert math.isnan(probes.median_factor(999, 0.1))
+
+
+def test_probe_study_row_fields_and_summary_carry_the_counts(probes):
+    f = probes.row_fields()
+    assert f["n_runs"] == 4 and f["n_probes"] == probes.n_probes and f"{probes.n_bad} of" in f["unit"]
+    s = probes.summary()
+    assert s["ratio_estimator_mean_over_runs"] == probes.agreement.as_dict()
+    assert set(s["run_ratios"]) == {"w_scale=1, seed=0", "w_scale=1, seed=1", "w_scale=3, seed=0",
+                                    "w_scale=3, seed=1"}
+
+
+def test_feedback_factor_gap_splits_exactly_into_gamma_and_sigma_parts(feedback):
+    fb = feedback
+    assert fb.factor_gap.value == pytest.approx(fb.factor_gamma.value + fb.factor_sigma.value, abs=1e-5)
+    assert fb.driver == ("gamma" if fb.factor_gamma.value >= fb.factor_sigma.value else "sigma")
+    assert fb.arr("bn", "gamma").shape == (3, SMALL.steps) and fb.arr("none", "test_acc").shape == (3,)
+    assert fb.population_share == pytest.approx(3 / 33)
+    assert set(fb.test_acc) == {"bn", "bn_no_outliers", "none"}
+    assert all(0 <= a <= 1 for a in fb.test_acc.values())
+    final = fb.arr("bn", "gamma")[:, -1] - fb.arr("bn_clean", "gamma")[:, -1]
+    assert fb.gap_gamma.value == pytest.approx(final.mean()) and fb.gap_gamma.n == 3
+
+
+def test_feedback_story_says_plainly_when_the_loop_fails(feedback):
+    fb = feedback
+    fb_driver = fb.driver
+    try:
+        fb.driver = "sigma"
+        text = fb.story("inconclusive")
+        assert "Gamma does not grow with the outliers" in text
+        assert "driven by the batch sigma falling, not by gamma" in text
+        assert "does not hold in this toy" in text
+        fb.driver = "gamma"
+        assert "Consistent with the paper's loop" in fb.story("reproduced")
+        assert "does not hold" in fb.story("not reproduced")
+    finally:
+        fb.driver = fb_driver
+
+
+def test_loop_verdict_needs_the_gamma_claim(feedback):
+    rise = claims.judge("04.amplification.toy", stats.Estimate(8.0, 2.0, 30.0, 3))
+    assert rise["verdict"] == "reproduced"
+    no_gamma = claims.judge("04.gamma_feedback.toy", stats.Estimate(-0.05, -0.4, 0.3, 3))
+    yes_gamma = claims.judge("04.gamma_feedback.toy", stats.Estimate(0.2, 0.1, 0.3, 3))
+    out = T.loop_verdict(rise, no_gamma, feedback)
+    assert out["verdict"] == "inconclusive" and "not the paper's loop" in out["magnitude"]
+    assert f"driven by {feedback.driver}" in out["magnitude"] and out["requires_verdict"] == "inconclusive"
+    assert T.loop_verdict(rise, yes_gamma, feedback)["verdict"] == "reproduced"
+    flat = claims.judge("04.amplification.toy", stats.Estimate(0.9, 0.7, 1.1, 3))
+    assert T.loop_verdict(flat, yes_gamma, feedback)["verdict"] == "inconclusive"
+    with pytest.raises(ValueError, match="requires"):
+        other = claims.judge("04.most_channels", stats.Estimate(0.9, 0.8, 1.0, 9), arch="lenet")
+        T.loop_verdict(rise, other, feedback)
+
+
+@pytest.mark.parametrize("cid, est, verdict", [
+    ("04.simulation", (1.0, 0.85, 1.2), "reproduced"),      # inside [0.8, 1.25]
+    ("04.simulation", (0.82, 0.62, 0.96), "inconclusive"),  # straddles 0.8
+    ("04.simulation", (0.5, 0.4, 0.7), "not reproduced"),   # wholly below the band
+    ("04.most_channels", (0.96, 0.93, 0.98), "reproduced"),
+    ("04.most_channels", (0.36, 0.32, 0.39), "not reproduced"),
+    ("04.most_channels", (0.55, 0.45, 0.65), "inconclusive"),
+    ("04.gamma_noisy_vs_clean", (0.98, 0.976, 0.987), "not reproduced"),
+    ("04.gamma_noisy_vs_clean", (1.1, 1.05, 1.2), "reproduced"),
+])
+def test_04_claims_keep_the_old_notebooks_bands_and_most(cid, est, verdict):
+    assert claims.judge(cid, stats.Estimate(*est, 100), arch="lenet")["verdict"] == verdict
+
+
+def test_channel_fractions_and_gamma_log_ratio_pool_channels():
+    layers = [{"ratio_running": torch.tensor([0.5, 2.0]), "ratio_batch": torch.tensor([2.0, 3.0]),
+               "gamma": torch.tensor([1.0, 2.0])},
+              {"ratio_running": torch.tensor([1.5, 1.5, 0.1, 3.0]), "ratio_batch": torch.tensor([0.1] * 4),
+               "gamma": torch.tensor([1.0, 1.0, 4.0, 1.0])}]
+    f = T.channel_fractions(layers)
+    assert f["running"] == [0.5, 0.75] and f["batch"] == [1.0, 0.0]
+    assert f["all_running"].tolist() == [False, True, True, True, False, True]
+    assert f["all_batch"].mean() == pytest.approx(2 / 6)
+    clean = [{**l, "gamma": torch.ones_like(l["gamma"])} for l in layers]
+    assert np.allclose(T.gamma_log_ratio(layers, clean), np.log([1, 2, 1, 1, 4, 1]))
+    fields = T.channel_fields(f, stats.Estimate(4 / 6, 0.3, 0.9, 6), seed=3)
+    assert fields["mean_over_layers"] == pytest.approx(0.625) and "its 6 pooled channels" in fields["unit"]
+
+
+def test_trained_gamma_sigma_reads_a_train_result(tiny_split):
+    from bnpaper.train import TrainResult
+    torch.manual_seed(0)
+    model = build_model("lenet", "bn", 1, 4, 28)
+    res = TrainResult({"arch": "lenet", "norm": "bn"}, model.state_dict(),
+                      {"test_acc": [0.25, 0.5], "noisy_acc": [0.0, 0.1]})
+    out = T.trained_gamma_sigma(res, tiny_split, batch_size=32, n_batches=2)
+    assert (out["test_acc"], out["noisy_acc"]) == (0.5, 0.1)
+    assert [l["layer"] for l in out["layers"]] == ["norm1", "norm2", "norm3", "norm4"]
+    assert torch.all(out["layers"][0]["ratio_batch"] > 0)
+
+
+def test_theory_figures_draw_from_the_studies(probes, feedback):
+    import matplotlib
+    matplotlib.use("Agg")
+    from bnpaper import plots
+    layers = T.gamma_sigma(build_model("lenet", "bn", 1, 10, 28), torch.randn(64, 1, 28, 28), 32, 2)
+    nets, fracs = {"lenet": {"layers": layers}}, {"lenet": T.channel_fractions(layers)}
+    figs = [plots.theory_margin_growth(probes, [8, 16], [0.05, 0.1]),
+            plots.theory_gamma_feedback(feedback), plots.theory_gamma_sigma_layers(nets, fracs),
+            plots.theory_fraction_above_one(fracs, 0)]
+    assert [len(f.axes) for f in figs] == [2, 3, 1, 1]
