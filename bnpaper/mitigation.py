@@ -20,12 +20,18 @@ Two ways to bound the ratio, both generic (any model whose BN layers are
 `fit_mitigated(split, cfg, mit)` is `train.fit` with a `MitigationConfig`'s hooks (removed
 afterwards); `relative_reductions(base, mitigated)` the per-seed share of the baseline's
 memorization that a mitigation removes.
+
+Notebook 05's machinery: `Variant` (a norm + a mitigation: its name, label and colour),
+`summarize` (one variant's memorization and utility over seeds), `sweep_table` (the trade-off
+of every variant), `reduction` (the verdict's estimate), `channel_scales` / `scale_summary` (the
+gamma/sigma histograms) and `compare_lira` (LiRA on shadow pools with and
+without the regularizer).
 """
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -220,3 +226,214 @@ def relative_reductions(base: Sequence[float], mitigated: Sequence[float]) -> np
     if np.any(b <= 0):
         raise ValueError(f"the baseline memorization must be > 0 in every run, got {b.tolist()}")
     return 1.0 - m / b
+
+
+# ---------------------------------------------------------------- notebook 05: the comparison
+@dataclass(frozen=True)
+class Variant:
+    """One model family of the comparison: a norm and a mitigation (BN, no-BN, BN + penalty,
+    BN + projection). `name` keys results.json; `label` and `color` are for figures."""
+    norm: str
+    mit: MitigationConfig = MitigationConfig()
+
+    @property
+    def name(self) -> str:
+        """'bn', 'none', 'bn+pen(l=0.01,t=1)', 'bn+proj(t=1)'."""
+        return self.norm if self.mit.method == "none" else f"{self.norm}+{self.short}"
+
+    @property
+    def short(self) -> str:
+        """The mitigation and its parameters: 'pen(l=0.01,t=1)', 'proj(t=1)', '' for none."""
+        if self.mit.method == "penalty":
+            return f"pen(l={self.mit.lam:g},t={self.mit.tau:g})"
+        return f"proj(t={self.mit.tau:g})" if self.mit.method == "projection" else ""
+
+    @property
+    def family(self) -> str:
+        """'BN', 'no-BN', 'BN + regularizer', 'BN + projection'."""
+        base = {"bn": "BN", "none": "no-BN"}.get(self.norm, self.norm)
+        what = {"penalty": " + regularizer", "projection": " + projection"}
+        return base + what.get(self.mit.method, "")
+
+    @property
+    def params(self) -> str:
+        """The mitigation's parameters in mathtext: '$\\lambda$=0.01, $\\tau$=1' ('' for none)."""
+        if self.mit.method == "penalty":
+            return f"$\\lambda$={self.mit.lam:g}, $\\tau$={self.mit.tau:g}"
+        return f"$\\tau$={self.mit.tau:g}" if self.mit.method == "projection" else ""
+
+    @property
+    def label(self) -> str:
+        """The family with its parameters: 'BN + regularizer ($\\lambda$=0.01, $\\tau$=1)'."""
+        return f"{self.family} ({self.params})" if self.params else self.family
+
+    @property
+    def color(self) -> str:
+        """A key of `bnpaper.plots.COLORS`: the norm, or 'bn_reg' for a mitigated BN model."""
+        return self.norm if self.mit.method == "none" else "bn_reg"
+
+
+def _curves(histories: Sequence[dict], key: str) -> np.ndarray:
+    return np.array([h[key] for h in histories], dtype=float)
+
+
+def summarize(histories: Sequence[dict], corruption: str) -> dict:
+    """One variant over its seeds (one training history each), mean over seeds: final
+    memorization (accuracy on the corrupted labels), mean memorization over training (area under
+    the curve / epochs: speed and strength), the flipped samples' final accuracy on their true
+    labels (None for OOD samples: the replaced image's label says nothing about an OOD image),
+    final clean train and test accuracy."""
+    from .stats import area_under_curve
+    ep = histories[0]["epoch"]
+    mem = _curves(histories, "noisy_acc")
+    final = lambda key: float(_curves(histories, key)[:, -1].mean())  # noqa: E731
+    return {"final_memorization": float(mem[:, -1].mean()),
+            "memorization_auc": float(np.mean([area_under_curve(c, ep) for c in mem])),
+            "noisy_true_acc": final("noisy_true_acc") if corruption == "flip" else None,
+            "clean_train_acc": final("clean_acc"), "clean_test_acc": final("test_acc"),
+            "n_seeds": len(histories)}
+
+
+def sweep_table(runs: Mapping[tuple, object], corruptions: Sequence[str],
+                variants: Sequence[Variant], seeds: Sequence[int]) -> dict[str, dict]:
+    """The utility/memorization trade-off: for every corruption and variant ('corr/name'),
+    final memorization and clean test accuracy, mean over `seeds`. `runs` maps
+    (corruption, variant name, seed) to a TrainResult."""
+    out = {}
+    for corr in corruptions:
+        for v in dict.fromkeys(variants):
+            s = summarize([runs[corr, v.name, seed].history for seed in seeds], corr)
+            out[f"{corr}/{v.name}"] = {"memorization": s["final_memorization"],
+                                       "clean_test_acc": s["clean_test_acc"]}
+    return out
+
+
+def reduction(base: Sequence[float], mitigated: Sequence[float]):
+    """The share of the baseline's final memorization that the mitigation removes, per paired
+    seed (`relative_reductions`), as a mean with a 95% Student-t interval over seeds. If the
+    baseline memorized nothing in some seed there is no share to reduce: NaN (inconclusive)."""
+    from .stats import Estimate, t_mean
+    b = np.asarray(base, np.float64)
+    if not np.all(b > 0):
+        return Estimate(float("nan"), float("nan"), float("nan"), len(b))
+    return t_mean(relative_reductions(b, mitigated))
+
+
+def paired_changes(mem_base: Sequence[float], mem_mitigated: Sequence[float],
+                   acc_base: Sequence[float], acc_mitigated: Sequence[float]) -> dict:
+    """For the record beside the verdict, per paired seed with a Student-t interval: the absolute
+    reduction of memorization (base minus mitigated) and the change in clean test accuracy
+    (mitigated minus base)."""
+    from .stats import t_paired_diff
+    return {"absolute_reduction": t_paired_diff(mem_base, mem_mitigated).as_dict(),
+            "clean_acc_change": t_paired_diff(acc_mitigated, acc_base).as_dict()}
+
+
+def channel_scales(results: Sequence, ds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-channel |gamma|, running sigma = sqrt(running_var + eps) and their ratio, pooled over
+    every affine BN layer of every trained model (TrainResults on dataset `ds`, e.g. one per
+    seed)."""
+    g, sg = [], []
+    shape = (ds.x_train.shape[1], ds.n_classes, ds.x_train.shape[2])
+    for r in results:
+        for _, bn in affine_bn_layers(r.model(*shape)):
+            g.append(bn.weight.detach().abs())
+            sg.append(running_sigma(bn))
+    g_np, s_np = torch.cat(g).numpy(), torch.cat(sg).numpy()
+    return g_np, s_np, g_np / s_np
+
+
+def scale_summary(gamma: np.ndarray, sigma: np.ndarray, tau: float) -> dict:
+    """Median gamma/sigma, the share of channels above 1 and above `tau`, median |gamma| and
+    median sigma: whether a bound was met by a smaller gamma or by a larger sigma."""
+    r = gamma / sigma
+    return {"median": float(np.median(r)), "frac_above_1": float((r > 1).mean()),
+            "frac_above_tau": float((r > tau).mean()), "median_gamma": float(np.median(gamma)),
+            "median_sigma": float(np.median(sigma))}
+
+
+@dataclass(frozen=True)
+class LiraComparison:
+    """LiRA on shadow pools that share one keep matrix: membership scores (T, N) per variant,
+    `summary` (per variant and example group the mean over targets of AUC, balanced accuracy and
+    TPR at low FPR, and the shadows' mean clean test accuracy; the paired change in AUC) and
+    `delta` (group -> Estimate of AUC(base) - AUC(mitigated))."""
+    scores: dict
+    keep: np.ndarray
+    summary: dict
+    delta: dict
+
+    def roc(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(fpr, tpr) of variant `name`'s membership scores, all targets pooled."""
+        from .mia import roc
+        return roc(self.scores[name].ravel(), self.keep.ravel())
+
+
+def example_groups(mask: np.ndarray) -> dict[str, np.ndarray]:
+    """The example groups an attack is measured on: all, and (if any example is corrupted) the
+    corrupted and the clean ones."""
+    mask = np.asarray(mask, bool)
+    groups = {"all": np.ones(len(mask), bool)}
+    return groups | ({"corrupted": mask, "clean": ~mask} if mask.any() else {})
+
+
+def compare_lira(pools: Mapping[str, object], variant: str, groups: Mapping[str, np.ndarray],
+                 base: str, mitigated: str, n_boot: int = 1000) -> LiraComparison:
+    """Attack every pool (`bnpaper.shadow.ShadowPool`, by variant name) with LiRA `variant`,
+    each shadow in turn the target of the others (leave-one-out), and compare `base` with
+    `mitigated` paired on the same targets and examples (`mia.paired_delta_auc`: bootstrap over
+    targets and examples, seed 0). The pools must share their keep matrix."""
+    from . import mia
+    keep = np.asarray(pools[base].keep, bool)
+    for name, p in pools.items():
+        if not np.array_equal(p.keep, keep):
+            raise ValueError(f"pool {name!r} has another keep matrix than {base!r}: not paired")
+    scores = {n: mia.lira(p.phi, keep)[variant] for n, p in pools.items()}
+    summary: dict = {}
+    for n, s in scores.items():
+        tm = mia.evaluate_targets(s, keep, groups)
+        summary[n] = {g: {k: float(np.mean(v)) for k, v in tm.values[g].items()} for g in groups}
+        summary[n]["shadow_test_acc"] = float(np.mean(pools[n].test_acc))
+    delta = {g: mia.paired_delta_auc([(scores[base], scores[mitigated], keep)],
+                                     mask_per_run=[np.asarray(m, bool)], n_boot=n_boot, seed=0)
+             for g, m in groups.items()}
+    summary["delta_auc_bn_minus_reg"] = {g: d.as_dict() for g, d in delta.items()}
+    return LiraComparison(scores, keep, summary, delta)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
+    """A Markdown table; floats with 3 decimals, None as 'n/a'."""
+    cell = lambda x: "n/a" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)  # noqa: E731
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(cell(x) for x in r) + " |" for r in rows])
+
+
+def _label(key: str, variants: Sequence[Variant]) -> list:
+    corr, name = key.split("/", 1)
+    return [corr, next((v.label for v in variants if v.name == name), name)]
+
+
+def summary_table(summary: Mapping[str, dict], variants: Sequence[Variant]) -> str:
+    """`summarize`'s results ('corr/name' -> dict) as a Markdown table, memorization beside clean
+    accuracy."""
+    cols = {"n_seeds": "seeds", "final_memorization": "final memorization",
+            "memorization_auc": "mean memorization", "noisy_true_acc": "flipped: true-label acc.",
+            "clean_train_acc": "clean train acc.", "clean_test_acc": "clean test acc."}
+    return markdown_table(["corruption", "model", *cols.values()],
+                          [_label(k, variants) + [s[c] for c in cols] for k, s in summary.items()])
+
+
+def scale_table(scales: Mapping[str, dict], variants: Sequence[Variant]) -> str:
+    """`scale_summary`'s results ('corr/name' -> dict) as a Markdown table."""
+    cols = {"median": "median gamma/sigma", "frac_above_1": "share > 1",
+            "median_gamma": "median abs(gamma)", "median_sigma": "median sigma"}
+    return markdown_table(["corruption", "model", *cols.values()],
+                          [_label(k, variants) + [s[c] for c in cols] for k, s in scales.items()])
+
+
+def lira_table(summary: Mapping[str, dict], variants: Sequence[Variant]) -> str:
+    """`LiraComparison.summary` as a Markdown table: per variant and example group the mean AUC
+    and TPR at 1% FPR over targets, beside the shadows' clean test accuracy."""
+    rows = [[v.label, g, m["auc"], m["tpr@0.01"], summary[v.name]["shadow_test_acc"]]
+            for v in variants for g, m in summary[v.name].items() if g != "shadow_test_acc"]
+    return markdown_table(["model", "examples", "AUC", "TPR@1%FPR", "clean test acc."], rows)

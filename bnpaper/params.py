@@ -236,6 +236,9 @@ def _cross_05(p: dict) -> None:
           f"lira_shadows={p['lira_shadows']!r} must be even (a balanced keep matrix)")
     _need(set(p["sweep_seeds"]) <= set(p["seeds"]),
           f"sweep_seeds={p['sweep_seeds']!r} must be a subset of seeds={p['seeds']!r}")
+    _need(not p["lira"] or p["batch_size"] <= p["lira_n"] // 2,
+          f"batch_size={p['batch_size']} is out of range for the LiRA shadows; allowed: an integer "
+          f"in [2, lira_n // 2 = {p['lira_n'] // 2}] (a shadow's training set)")
 
 
 CROSS: dict[str, Callable[[dict], None]] = {

@@ -248,3 +248,190 @@ def test_relative_reductions():
         mitigation.relative_reductions([0.0, 0.5], [0.0, 0.1])
     with pytest.raises(ValueError, match="equal shapes"):
         mitigation.relative_reductions([0.5], [0.1, 0.2])
+
+
+# ---------------------------------------------------------------- notebook 05's machinery
+MC = mitigation.MitigationConfig
+
+
+def test_variant_names_labels_and_colors():
+    bn, none = mitigation.Variant("bn"), mitigation.Variant("none")
+    pen = mitigation.Variant("bn", MC("penalty", 0.01, 1.0))
+    proj = mitigation.Variant("bn", MC("projection", lam=5.0, tau=0.5))
+    assert [v.name for v in (bn, none, pen, proj)] == \
+        ["bn", "none", "bn+pen(l=0.01,t=1)", "bn+proj(t=0.5)"]   # results.json keys, as before
+    assert [v.family for v in (bn, none, pen, proj)] == \
+        ["BN", "no-BN", "BN + regularizer", "BN + projection"]
+    assert pen.label == "BN + regularizer ($\\lambda$=0.01, $\\tau$=1)" and bn.label == "BN"
+    assert [v.color for v in (bn, none, pen, proj)] == ["bn", "none", "bn_reg", "bn_reg"]
+    # equal configurations are one variant (a sweep point equal to the headline trains once)
+    assert len(dict.fromkeys([pen, mitigation.Variant("bn", MC("penalty", 0.01, 1.0))])) == 1
+
+
+def _history(noisy, test, clean=None, true=None):
+    n = len(noisy)
+    return {"epoch": list(range(n)), "noisy_acc": noisy, "test_acc": test,
+            "clean_acc": clean or test, "noisy_true_acc": true or [0.5] * n}
+
+
+def test_summarize_means_over_seeds_and_hides_true_labels_of_ood_samples():
+    h = [_history([0.0, 0.5, 1.0], [0.1, 0.5, 0.8], true=[0.2, 0.3, 0.4]),
+         _history([0.0, 0.0, 0.5], [0.1, 0.6, 0.6], true=[0.2, 0.3, 0.6])]
+    s = mitigation.summarize(h, "flip")
+    assert s["final_memorization"] == pytest.approx(0.75)
+    # trapezoid area / epochs: (0.25 + 0.75) / 2 = 0.5 and (0 + 0.25) / 2 = 0.125
+    assert s["memorization_auc"] == pytest.approx((0.5 + 0.125) / 2)
+    assert s["clean_test_acc"] == pytest.approx(0.7) and s["noisy_true_acc"] == pytest.approx(0.5)
+    assert s["n_seeds"] == 2
+    assert mitigation.summarize(h, "ood")["noisy_true_acc"] is None
+
+
+def test_sweep_table_uses_only_the_given_seeds_and_each_variant_once():
+    class R:  # a TrainResult stand-in: only the history is read
+        def __init__(self, h):
+            self.history = h
+    bn, pen = mitigation.Variant("bn"), mitigation.Variant("bn", MC("penalty", 0.1, 1.0))
+    runs = {("flip", "bn", 0): R(_history([0.0, 0.8], [0.1, 0.9])),
+            ("flip", "bn", 1): R(_history([0.0, 0.2], [0.1, 0.1])),
+            ("flip", pen.name, 0): R(_history([0.0, 0.4], [0.1, 0.85]))}
+    t = mitigation.sweep_table(runs, ["flip"], [bn, pen, bn], seeds=[0])
+    assert list(t) == ["flip/bn", f"flip/{pen.name}"]
+    assert t["flip/bn"] == {"memorization": pytest.approx(0.8), "clean_test_acc": pytest.approx(0.9)}
+    assert t[f"flip/{pen.name}"]["memorization"] == pytest.approx(0.4)
+
+
+def test_reduction_is_the_mean_share_removed_with_a_t_interval():
+    from bnpaper import stats
+    est = mitigation.reduction([0.8, 0.5, 0.4], [0.2, 0.25, 0.3])
+    shares = [0.75, 0.5, 0.25]
+    assert est.value == pytest.approx(np.mean(shares))
+    want = stats.t_mean(shares)
+    assert (est.lo, est.hi) == (pytest.approx(want.lo), pytest.approx(want.hi))
+    empty = mitigation.reduction([0.0, 0.5], [0.0, 0.1])      # nothing to reduce in seed 0
+    assert np.isnan(empty.value) and np.isnan(empty.lo) and empty.n == 2
+    from bnpaper import claims
+    assert claims.judge("05.reduction.flip", empty, acc_gap=0.0)["verdict"] == "inconclusive"
+
+
+def test_paired_changes_are_signed_as_named():
+    d = mitigation.paired_changes([0.8, 0.6], [0.2, 0.2], [0.9, 0.8], [0.85, 0.8])
+    assert d["absolute_reduction"]["value"] == pytest.approx(0.5)     # base minus mitigated
+    assert d["clean_acc_change"]["value"] == pytest.approx(-0.025)     # mitigated minus base
+
+
+def test_channel_scales_pool_every_bn_channel_of_every_model():
+    from types import SimpleNamespace
+    from bnpaper.train import TrainResult
+    torch.manual_seed(5)
+    results = []
+    for _ in range(2):
+        m = build_model("lenet", "bn", 1, 10, 28)
+        with torch.no_grad():
+            for _, bn in mitigation.affine_bn_layers(m):
+                bn.weight.copy_(torch.randn_like(bn.weight))
+                bn.running_var.copy_(torch.rand_like(bn.running_var) + 0.1)
+        results.append(TrainResult({"arch": "lenet", "norm": "bn"}, m.state_dict()))
+    ds = SimpleNamespace(x_train=torch.zeros(1, 1, 28, 28), n_classes=10)
+    g, sg, r = mitigation.channel_scales(results, ds)
+    per_model = torch.cat(list(mitigation.gamma_sigma(results[0].model(1, 10, 28)).values()))
+    assert len(r) == 2 * len(per_model) == 2 * (6 + 16 + 120 + 84)
+    np.testing.assert_allclose(r[:len(per_model)], per_model.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(r, g / sg)
+    s = mitigation.scale_summary(np.array([2.0, 0.5, 3.0, 1.0]), np.ones(4), tau=1.5)
+    assert s["median"] == pytest.approx(1.5) and s["frac_above_1"] == 0.5
+    assert s["frac_above_tau"] == 0.5 and s["median_sigma"] == 1.0
+
+
+def test_markdown_tables_put_labels_and_clean_accuracy_in_the_rows():
+    assert mitigation.markdown_table(["a", "b", "c"], [["x", 0.12345, None]]) == \
+        "| a | b | c |\n|---|---|---|\n| x | 0.123 | n/a |"
+    pen = mitigation.Variant("bn", MC("penalty", 0.01, 1.0))
+    s = {"ood/" + pen.name: {"n_seeds": 3, "final_memorization": 0.2, "memorization_auc": 0.1,
+                             "noisy_true_acc": None, "clean_train_acc": 0.9, "clean_test_acc": 0.8}}
+    row = mitigation.summary_table(s, [pen]).splitlines()[-1]
+    assert row == f"| ood | {pen.label} | 3 | 0.200 | 0.100 | n/a | 0.900 | 0.800 |"
+
+
+def test_example_groups():
+    g = mitigation.example_groups(np.array([True, False, False]))
+    assert list(g) == ["all", "corrupted", "clean"] and g["all"].all() and g["clean"].sum() == 2
+    assert list(mitigation.example_groups(np.zeros(3, bool))) == ["all"]
+
+
+def _pool(keep, phi, test_acc):
+    from bnpaper.shadow import ShadowPool
+    m, n = keep.shape
+    z = np.zeros((m, n, 1))
+    return ShadowPool(keep=keep, phi=phi, logp=z, test_logp=z, correct=np.zeros((m, n), bool),
+                      train_acc=np.ones(m), train_clean_acc=np.ones(m),
+                      test_acc=np.asarray(test_acc, float), configs=())
+
+
+def test_compare_lira_detects_a_leaky_pool_and_refuses_unpaired_pools():
+    from bnpaper import shadow
+    rng = np.random.default_rng(0)
+    keep = shadow.keep_matrix(8, 200, seed=0)
+    noise = rng.normal(size=(8, 200, 1))
+    leaky = _pool(keep, noise + 3.0 * keep[..., None], [0.8] * 8)    # members score higher
+    tight = _pool(keep, noise, [0.7] * 8)                           # no membership signal
+    mask = np.zeros(200, bool)
+    mask[:20] = True
+    out = mitigation.compare_lira({"bn": leaky, "reg": tight}, "online_fixed",
+                                  mitigation.example_groups(mask), "bn", "reg", n_boot=200)
+    assert out.summary["bn"]["all"]["auc"] > 0.9 and abs(out.summary["reg"]["all"]["auc"] - 0.5) < 0.1
+    assert out.summary["bn"]["shadow_test_acc"] == pytest.approx(0.8)
+    d = out.delta["all"]
+    assert d.lo > 0.3 and d.value == pytest.approx(
+        out.summary["bn"]["all"]["auc"] - out.summary["reg"]["all"]["auc"])
+    assert set(out.summary["delta_auc_bn_minus_reg"]) == {"all", "corrupted", "clean"}
+    fpr, tpr = out.roc("bn")
+    assert fpr[0] == 0 and tpr[-1] == 1 and np.all(np.diff(fpr) >= 0)
+    other = _pool(shadow.keep_matrix(8, 200, seed=1), noise, [0.7] * 8)
+    with pytest.raises(ValueError, match="not paired"):
+        mitigation.compare_lira({"bn": leaky, "reg": other}, "online_fixed", {"all": ~mask | mask},
+                                "bn", "reg")
+
+
+def test_regularized_shadow_pool_pairs_with_the_plain_one(tiny_split):
+    from bnpaper import units
+    base = TrainConfig(arch="lenet", norm="bn", epochs=1, batch_size=16, lr=0.05)
+    plain = units.shadow_pool(tiny_split, base, 4, 0, trainer="plain")
+    reg = units.shadow_pool(tiny_split, base, 4, 0, mitigation=MC("penalty", 50.0, 0.3),
+                            trainer="plain")
+    assert np.array_equal(plain.keep, reg.keep) and plain.configs == reg.configs
+    assert not np.allclose(plain.phi, reg.phi)                  # the regularizer changed the models
+    out = mitigation.compare_lira({"bn": plain, "reg": reg}, "online_fixed",
+                                  mitigation.example_groups(tiny_split.mask.numpy()), "bn", "reg",
+                                  n_boot=50)
+    assert out.scores["bn"].shape == (4, len(tiny_split.x))
+    assert np.isfinite(out.delta["all"].value)
+
+
+def test_05_parameters_are_the_declaration_and_cross_checks_hold():
+    from bnpaper import params
+    nb = "05_mitigation"
+    defaults = params.defaults(nb)
+    assert set(defaults) == set(params.DECLARATIONS[nb])
+    assert not {"acc_tolerance", "min_relative_reduction"} & set(defaults)   # in claims.yaml now
+    ok = params.validate(nb, defaults)
+    assert ok["corruption"] == ["flip", "ood"]
+    with pytest.raises(ConfigError, match="subset of seeds"):
+        params.validate(nb, {**defaults, "sweep_seeds": [7]})
+    with pytest.raises(ConfigError, match="even"):
+        params.validate(nb, {**defaults, "lira_shadows": 5})
+    with pytest.raises(ConfigError, match="lira_n // 2"):
+        params.validate(nb, {**defaults, "lira_n": 100, "batch_size": 64})
+    params.validate(nb, {**defaults, "lira": False, "lira_n": 100, "batch_size": 64})
+
+
+def test_log_histograms_cover_every_value_and_count_zeros():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from bnpaper import plots
+    fig, ax = plt.subplots()
+    v = np.array([0.0, 0.0, 2e-4, 0.5, 30.0])
+    plots.log_histograms(ax, {"a": (v, "red")}, "t", "x", zero_note="{n} zeros dropped")
+    counts = sum(p.get_height() for p in ax.patches)
+    assert counts == 3 and ax.get_title() == "t (2 zeros dropped)"
+    plt.close(fig)
