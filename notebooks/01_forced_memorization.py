@@ -35,7 +35,7 @@
 
 # %% tags=["parameters"]
 dataset = "fashion_mnist"        # mnist | fashion_mnist (offline default) | cifar10 | cifar100
-budget = "quick"                 # label only: which params/<budget>.yaml set this run
+budget = "quick"                 # ci | quick | paper: which params/<budget>.yaml applies
 arch = "lenet"                   # lenet | resnet20 | resnet18 | densenet
 norms = ["bn", "none"]           # must include "bn" and "none"; add "gn", "bn_noaffine" as controls
 corruption = ["flip", "ood"]     # "flip", "ood", or both as a list

@@ -31,7 +31,7 @@
 
 # %% tags=["parameters"]
 dataset = "fashion_mnist"        # dataset of the trained networks (part 3)
-budget = "quick"                 # label only: which params/<budget>.yaml set this run
+budget = "quick"                 # ci | quick | paper: which params/<budget>.yaml applies
 toy_d = 500                      # toy input dimension (> samples: outliers can be fit linearly)
 toy_n_typical = 200              # correctly labeled toy samples
 toy_n_outliers = 10              # mislabeled toy samples (label flipped)
