@@ -22,7 +22,7 @@ unit:
 
 notebooks-ci:
 	rm -rf $(CI_DIR)
-	BNPAPER_CACHE=$(CI_DIR)/cache $(PY) -m bnpaper reproduce --dataset $(DATASET) --budget ci --out $(CI_DIR)
+	BNPAPER_STRICT_FIGURES=1 BNPAPER_CACHE=$(CI_DIR)/cache $(PY) -m bnpaper reproduce --dataset $(DATASET) --budget ci --out $(CI_DIR)
 
 # nbval re-executes the papermill copies with a fresh cache: the checked verdict cells double
 # as a determinism check

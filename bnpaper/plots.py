@@ -38,12 +38,82 @@ def figure_dir(notebook: str, dataset: str) -> Path:
     return output_root() / "figures" / notebook / dataset
 
 
+class FigureProblem(ValueError):
+    """A figure fails a check a reader would make (an unlabelled axis, a legend over the data)."""
+
+
+def _visible_data_points(ax: plt.Axes) -> np.ndarray:
+    """Display coordinates (n, 2) of the plotted points of lines and scatters inside the axes."""
+    pts = []
+    for line in ax.get_lines():
+        xy = np.column_stack([np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)])
+        if len(xy) and line.get_visible():
+            pts.append(line.get_transform().transform(xy))
+    for coll in ax.collections:
+        offs = np.asarray(coll.get_offsets(), float)
+        if coll.get_visible() and len(offs) and type(coll).__name__ == "PathCollection":
+            pts.append(coll.get_offset_transform().transform(offs))
+    if not pts:
+        return np.zeros((0, 2))
+    pts = np.concatenate(pts)
+    pts = pts[np.isfinite(pts).all(1)]
+    box = ax.get_window_extent()
+    inside = (pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1)
+    return pts[inside]
+
+
+def audit(fig: plt.Figure) -> list[str]:
+    """What a reader would object to, checked mechanically on every axes with data: an unlabelled
+    x or y axis (unless its tick labels are hidden, as in a shared grid), a legend box over
+    plotted points, non-integer ticks on an axis labelled 'epoch'."""
+    fig.canvas.draw()
+    problems = []
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible() or not (ax.get_lines() or ax.collections or ax.patches or ax.images):
+            continue
+        name = f"axes {i} ({ax.get_title() or 'untitled'})"
+        for axis, label in (("x", ax.get_xlabel()), ("y", ax.get_ylabel())):
+            ticks = (ax.get_xticklabels() if axis == "x" else ax.get_yticklabels())
+            shown = any(t.get_visible() and t.get_text() for t in ticks)
+            if not label.strip() and shown:
+                problems.append(f"{name}: the {axis} axis has no label")
+        if "epoch" in ax.get_xlabel().lower():
+            lo, hi = sorted(ax.get_xlim())
+            ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+            if any(abs(t - round(t)) > 1e-9 for t in ticks):
+                problems.append(f"{name}: fractional ticks on the epoch axis: {ticks}")
+        legend = ax.get_legend()
+        if legend is not None and legend.get_visible():
+            box = legend.get_window_extent()
+            pts = _visible_data_points(ax)
+            covered = int(((pts[:, 0] > box.x0) & (pts[:, 0] < box.x1) &
+                           (pts[:, 1] > box.y0) & (pts[:, 1] < box.y1)).sum())
+            if covered:
+                problems.append(f"{name}: the legend covers {covered} plotted point(s)")
+    return problems
+
+
 def save_figure(fig: plt.Figure, notebook: str, dataset: str, name: str) -> Path:
     """Save `fig` as `figures/<notebook>/<dataset>/<name>.png` and `.pdf` below the output root;
     return the PNG path (`notebook.Run.figure` saves without echoing it).
-    Metadata that would change between runs (dates, software versions) is left out."""
+    Metadata that would change between runs (dates, software versions) is left out. The figure
+    is `audit`ed first: its problems are a warning, and an error with $BNPAPER_STRICT_FIGURES=1
+    (the reference run and `make test`)."""
+    import json
+    import os
+    import warnings
+    problems = audit(fig)
+    if problems:
+        msg = f"figure {notebook}/{name}: " + "; ".join(problems)
+        if os.environ.get("BNPAPER_STRICT_FIGURES") == "1":
+            raise FigureProblem(msg)
+        warnings.warn(msg, stacklevel=2)
     d = figure_dir(notebook, dataset)
     d.mkdir(parents=True, exist_ok=True)
+    checks = d / "figure_checks.json"  # every saved figure's audit (a test reads the committed ones)
+    record = json.loads(checks.read_text()) if checks.exists() else {}
+    record[name] = problems
+    checks.write_text(json.dumps(dict(sorted(record.items())), indent=1) + "\n")
     png = d / f"{name}.png"
     fig.savefig(png, bbox_inches="tight", metadata={"Software": None})
     fig.savefig(d / f"{name}.pdf", bbox_inches="tight",

@@ -106,3 +106,12 @@ def test_a_notebook_run_by_hand_leaves_the_repository_untouched(tmp_path, monkey
     after = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
     assert after == before
     assert (ROOT / "runs" / "manual" / "results" / "03_lira" / "fashion_mnist" / "results.json").exists()
+
+
+def test_committed_reference_figures_pass_the_figure_checks():
+    """Every figure of the reference run: axes labelled, no legend over data, integer epoch ticks."""
+    records = sorted((ROOT / "figures").glob("*/*/figure_checks.json"))
+    assert records, "the reference run records figure_checks.json next to its figures"
+    bad = {f"{p.parent.parent.name}/{name}": probs for p in records
+           for name, probs in json.loads(p.read_text()).items() if probs}
+    assert not bad, bad
