@@ -65,6 +65,13 @@ def _norm_logpdf(x, mu, sigma):
     return -0.5 * ((x - mu) / sigma) ** 2 - np.log(sigma) - 0.5 * np.log(2 * np.pi)
 
 
+def _pooled_sd(var: np.ndarray, count: np.ndarray, floor: float) -> np.ndarray:
+    """One sd per query (1, Q): the mean variance over the examples with at least two shadows."""
+    ok = count >= 2
+    pooled = np.where(ok, var, 0).sum(0, keepdims=True) / np.maximum(ok.sum(0, keepdims=True), 1)
+    return np.maximum(np.sqrt(pooled), floor)
+
+
 def lira(scores: np.ndarray, keep: np.ndarray, targets=None, sigma_floor: float = 1e-3
          ) -> dict[str, np.ndarray]:
     """All four LiRA variants in one pass; leave-one-out over the pool.
@@ -74,7 +81,9 @@ def lira(scores: np.ndarray, keep: np.ndarray, targets=None, sigma_floor: float 
     (default all M). Per query a Gaussian is fitted to the IN and OUT shadows' phi; the
     per-query log-likelihoods are averaged. "online": log N(phi; mu_in, s_in) -
     log N(phi; mu_out, s_out); "offline": one-sided log P[Z < phi], Z ~ N(mu_out, s_out);
-    "_fixed": one global sigma (per query) instead of a per-example one.
+    "_fixed": one global sigma (per query) instead of a per-example one, the mean variance over
+    the examples with at least two IN (OUT) shadows; an example with a single IN (OUT) shadow
+    has no variance of its own and takes that global sigma in the per-example variants too.
     """
     s = _finite("scores", np.asarray(scores, dtype=np.float64))
     keep = np.asarray(keep, dtype=bool)
@@ -95,10 +104,10 @@ def lira(scores: np.ndarray, keep: np.ndarray, targets=None, sigma_floor: float 
         mu_out = np.where(~ks, sk, 0).sum(0) / n_out
         var_in = np.where(ks, (sk - mu_in) ** 2, 0).sum(0) / np.maximum(n_in - 1, 1)
         var_out = np.where(~ks, (sk - mu_out) ** 2, 0).sum(0) / np.maximum(n_out - 1, 1)
-        sd_in = np.maximum(np.sqrt(var_in), sigma_floor)
-        sd_out = np.maximum(np.sqrt(var_out), sigma_floor)
-        fix_in = np.maximum(np.sqrt(var_in.mean(0, keepdims=True)), sigma_floor)
-        fix_out = np.maximum(np.sqrt(var_out.mean(0, keepdims=True)), sigma_floor)
+        fix_in, fix_out = _pooled_sd(var_in, n_in, sigma_floor), _pooled_sd(var_out, n_out, sigma_floor)
+        # a variance needs two shadows: with one IN (or OUT) shadow the example takes the pooled sd
+        sd_in = np.where(n_in >= 2, np.maximum(np.sqrt(var_in), sigma_floor), fix_in)
+        sd_out = np.where(n_out >= 2, np.maximum(np.sqrt(var_out), sigma_floor), fix_out)
         x = s[t]
         out["online"].append((_norm_logpdf(x, mu_in, sd_in) - _norm_logpdf(x, mu_out, sd_out)).mean(-1))
         out["online_fixed"].append(

@@ -133,3 +133,14 @@ def test_memorization_score_of_a_memorized_example():
     keep = np.array([[1, 0], [0, 1], [1, 0], [0, 1]], bool)
     correct = np.array([[1, 1], [0, 1], [1, 1], [0, 1]], bool)   # example 0 correct only when IN
     assert mia.memorization_score(correct, keep).tolist() == [1.0, 0.0]
+
+
+def test_lira_with_a_single_in_shadow_falls_back_to_the_pooled_sigma():
+    """Four models: each target's three shadows hold an example IN once or twice. A variance from
+    one shadow is 0 (floored to 1e-3), which used to invert the attack (AUC near 0)."""
+    rng = np.random.default_rng(0)
+    keep = np.array([[1, 1, 0, 0] * 25, [1, 0, 1, 0] * 25, [0, 1, 0, 1] * 25, [0, 0, 1, 1] * 25], bool)
+    phi = np.where(keep, 2.0, 0.0) + rng.normal(0, 1.0, keep.shape)
+    s = mia.lira(phi, keep)
+    aucs = [mia.auc(s["online"][t], keep[t]) for t in range(4)]
+    assert min(aucs) > 0.75
