@@ -149,13 +149,13 @@ def epoch_axis(ax: plt.Axes) -> None:
 def roc_loglog(ax: plt.Axes, curves: dict[str, tuple[np.ndarray, np.ndarray, str]],
                title: str, floor: float = 1e-3) -> None:
     """Log-log ROC curves {label: (fpr, tpr, color)} with the chance diagonal; the legend sits
-    in the lower right, where the diagonal leaves room."""
+    below the axes, never over a curve."""
     for name, (fpr, tpr, col) in curves.items():
         ax.plot(fpr, tpr, color=col, label=name)
     ax.plot([floor / 10, 1], [floor / 10, 1], color="grey", lw=0.8, ls=":", label="chance")
     ax.set(xscale="log", yscale="log", xlim=(floor, 1), ylim=(floor, 1),
            xlabel="false positive rate", ylabel="true positive rate", title=title)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize=8)
 
 
 # ---------------------------------------------------------------- 04 theory
@@ -296,3 +296,57 @@ def log_histograms(ax: plt.Axes, values: dict[str, tuple[np.ndarray, str]], titl
     ax.set(xscale="log", xlabel=xlabel, ylabel=ylabel,
            title=title + (f" ({zero_note.format(n=n_zero)})" if n_zero else ""))
     ax.legend()
+
+
+# ---------------------------------------------------------------- 03 LiRA
+def delta_auc_points(ax: plt.Axes, mixes: Sequence[float], deltas: dict, minimums: dict,
+                     paper_range: tuple[float, float] | None, acc: dict, title: str) -> None:
+    """BN - no-BN AUC points with intervals per outlier mix, all examples and outliers only.
+    minimums {mix: the paper's 'at least' (all examples) or None}; paper_range: the paper's
+    overall magnitude (all examples); acc {mix: {norm: clean test accuracy}} under each mix."""
+    if paper_range is not None:
+        ax.axhspan(*paper_range, color="grey", alpha=0.15, lw=0,
+                   label=f"paper: overall {paper_range[0]:g}-{paper_range[1]:g} points (all examples)")
+    for j, (group, col) in enumerate((("all", "#1f77b4"), ("outliers", "#ff7f0e"))):
+        pts = [(i + 0.15 * (2 * j - 1), deltas[m, group]) for i, m in enumerate(mixes) if (m, group) in deltas]
+        if pts:
+            ax.errorbar([x for x, _ in pts], [e.value for _, e in pts], fmt="o", capsize=3, color=col,
+                        yerr=[[e.value - e.lo for _, e in pts], [e.hi - e.value for _, e in pts]],
+                        label="all examples" if group == "all" else "outliers only (no paper number)")
+    shown = False
+    for i, m in enumerate(mixes):
+        if minimums.get(m) is not None:
+            ax.plot([i - 0.3, i], [minimums[m]] * 2, "k--", lw=1.2,
+                    label=None if shown else "paper: at least (all examples)")
+            shown = True
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(mixes)), [f"{m:.0%} outliers\nclean acc. BN {acc[m]['bn']:.2f}\n"
+                                      f"no-BN {acc[m]['none']:.2f}" for m in mixes], fontsize=8)
+    ax.set(xlim=(-0.6, len(mixes) - 0.4), xlabel="outlier mix of the pool",
+           ylabel="AUC(BN) - AUC(no-BN) (points)", title=title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+
+
+def memorization_hists(axes: Sequence[plt.Axes], mem: dict, outliers: np.ndarray, acc: dict,
+                       title: str) -> None:
+    """Feldman-Zhang memorization scores of the inliers (axes[0]) and the outliers (axes[1]),
+    filled histograms per norm; acc {norm: clean test accuracy}."""
+    bins = np.linspace(-0.3, 1.0, 27)
+    for ax, sel, what in ((axes[0], ~outliers, "inliers"), (axes[1], outliers, "outliers")):
+        for norm, m in mem.items():
+            if sel.any():
+                ax.hist(m[sel], bins, color=color(norm), alpha=0.45, density=True,
+                        label=f"{label(norm)} (test acc. {acc[norm]:.2f}): mean {m[sel].mean():.2f}")
+        ax.set(xlabel="memorization score (< 0: predicted better when held out)", ylabel="density",
+               title=f"{title}: {int(sel.sum())} {what}")
+        ax.legend(loc="upper center", fontsize=7)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.35)  # room for the legend above the bars
+
+
+def accuracy_vs_gap(ax: plt.Axes, points: dict, title: str) -> None:
+    """Clean test accuracy against the train-test gap, one marker per model;
+    points {legend label: (gap array, accuracy array, colour, marker)}; legend outside."""
+    for name, (gap, acc, col, marker) in points.items():
+        ax.scatter(gap, acc, color=col, marker=marker, s=14, label=name)
+    ax.set(xlabel="train - test accuracy gap", ylabel="clean test accuracy", title=title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)

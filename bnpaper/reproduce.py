@@ -148,8 +148,27 @@ def run(dataset: str, budget: str, only: Sequence[str] | None = None,
         dt = time.perf_counter() - t0
         log(f"[bnpaper] {nb}: done in {dt:.0f} s")
         write_run_time(nb, dataset, budget, dt, cached)
+        if reference:
+            log(f"[bnpaper] {nb}: page -> {render_page(dst, nb, dataset)}")
         records.append(RunRecord(nb, dst, dt))
     return records
+
+
+def render_page(executed: Path, notebook: str, dataset: str) -> Path:
+    """The executed notebook as one static HTML page (figures inline as PNG, readable without
+    JavaScript), next to its figures: figures/<notebook>/<dataset>/<notebook>.html."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(str(executed), as_version=4)
+    for cell in nb.cells:  # the widget views of progress bars need JavaScript: keep their text
+        for out in cell.get("outputs", []):
+            out.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
+    nb.metadata.pop("widgets", None)
+    html, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    path = output_root() / "figures" / notebook / dataset / f"{notebook}.html"
+    atomic_write_bytes(path, html.encode())
+    return path
 
 
 def cache_entries() -> int:

@@ -37,6 +37,9 @@
 # **Scale.** `papermill notebooks/03_lira.ipynb out.ipynb -p dataset cifar10` runs the
 # configuration of `params/cifar10.yaml`; `-p executor dask://host:port` spreads the shadow
 # models over a Dask cluster (README). Every shadow model is a cached unit: a killed run resumes.
+#
+# **The reference run's outputs:** [figures](../figures/03_lira/fashion_mnist/) · [this notebook,
+# executed](../figures/03_lira/fashion_mnist/03_lira.html) (static HTML) · [report](../figures/REPORT.md).
 
 # %% tags=["parameters"]
 dataset = "fashion_mnist"        # mnist | fashion_mnist (offline default) | cifar10 | cifar100
@@ -154,22 +157,11 @@ for mix in outlier_frac:
                                    pools[mix, s, "bn"].keep) for s in seeds],
                                  [groups(mix, s)[group] for s in seeds], n_boot=n_boot, seed=0)
         deltas[mix, group] = stats.Estimate(100 * e.value, 100 * e.lo, 100 * e.hi, e.n, e.level)
-fig, ax = plt.subplots(figsize=(5.2, 3.6))
-for j, group in enumerate(("all", "outliers")):
-    pts = [(i + 0.12 * (2 * j - 1), deltas[mix, group]) for i, mix in enumerate(outlier_frac)
-           if (mix, group) in deltas]
-    if pts:
-        ax.errorbar([x for x, _ in pts], [e.value for _, e in pts], fmt="o", capsize=3,
-                    yerr=[[e.value - e.lo for _, e in pts], [e.hi - e.value for _, e in pts]],
-                    label="all examples" if group == "all" else "outliers only")
-for i, mix in enumerate(outlier_frac):
-    c = claims.claim(claims.lira_claim_id(mix, "all"))
-    if c["test"] == "at_least":
-        ax.plot([i - 0.3, i + 0.02], [c["threshold"]] * 2, "k--", lw=1)
-ax.axhline(0, color="grey", lw=0.8), ax.legend()
-ax.set(xticks=range(len(outlier_frac)), xticklabels=[f"{m:.0%}" for m in outlier_frac], xlabel="outlier mix",
-       ylabel="AUC(BN) - AUC(no-BN) (points)",
-       title=f"online LiRA, {n_shadows} models per norm, {len(seeds)} pool(s)\ndashed: paper's minimum (all examples)")
+paper = {m: claims.claim(claims.lira_claim_id(m, "all")) for m in outlier_frac}
+fig, ax = plt.subplots(figsize=(6.4, 3.8))
+plots.delta_auc_points(ax, outlier_frac, deltas, {m: c.get("threshold") for m, c in paper.items()},
+                       claims.claim("03.auc.mix0.all")["paper_range"], acc,
+                       f"online LiRA, {n_shadows} models per norm, {len(seeds)} pool(s) of {n_train}; 95% intervals")
 fig.tight_layout()
 run.figure(fig, "delta_auc")
 
@@ -180,7 +172,7 @@ run.figure(fig, "delta_auc")
 
 # %%
 mix_hi = max(outlier_frac)
-fig, axes = plots.panels(len(groups(mix_hi, seeds[0])) - ("inliers" in groups(mix_hi, seeds[0])), 4.2, 3.8)
+fig, axes = plots.panels(len(groups(mix_hi, seeds[0])) - ("inliers" in groups(mix_hi, seeds[0])), 4.4, 4.6)
 for ax, group in zip(axes, ("all", "outliers")):
     curves = {}
     for norm in norms:
@@ -188,35 +180,29 @@ for ax, group in zip(axes, ("all", "outliers")):
         y = np.concatenate([pools[mix_hi, sd, norm].keep[:, groups(mix_hi, sd)[group]].ravel() for sd in seeds])
         a = table[f"{mix_hi}/{norm}/{group}/online"]["auc"]["value"]
         curves[f"{plots.label(norm)}: AUC {a:.3f}, test acc. {acc[mix_hi][norm]:.2f}"] = (*mia.roc(s, y), plots.color(norm))
-    n_ex = int(groups(mix_hi, seeds[0])[group].sum())
-    plots.roc_loglog(ax, curves, f"{'all examples' if group == 'all' else 'outliers only'}: "
-                     f"{n_ex} examples, {mix_hi:.0%} outliers")
+    n_ex, n_out = int(groups(mix_hi, seeds[0])[group].sum()), int(masks[mix_hi, seeds[0]].sum())
+    plots.roc_loglog(ax, curves, f"{'all examples' if group == 'all' else 'outliers only'}: {n_ex} examples "
+                     f"({n_out} outliers)\ncurve: {n_shadows} targets pooled; AUC: mean per target")
 fig.tight_layout()
 run.figure(fig, "roc_loglog")
 
 # %% [markdown]
 # ## Figure: memorization scores and utility
 # Left: Feldman-Zhang memorization mem(i) = P[correct | IN] - P[correct | OUT] from the same
-# pools (largest mix). Right: clean test accuracy against the train-test gap of every model.
+# pools (largest mix), inliers and outliers apart. Right: clean test accuracy against the
+# train-test gap of every model.
 
 # %%
 mem = {n: np.concatenate([mia.memorization_score(pools[mix_hi, s, n].correct, pools[mix_hi, s, n].keep)
                           for s in seeds]) for n in norms}
 out_mask = np.concatenate([masks[mix_hi, s] for s in seeds])
-fig, axes = plots.panels(2, 4.6, 3.6)
-bins = np.linspace(-0.2, 1.0, 25)
-for norm in norms:
-    for sel, ls, what in ((~out_mask, "-", "inliers"), (out_mask, "--", "outliers")):
-        if sel.any():
-            axes[0].hist(mem[norm][sel], bins, histtype="step", color=plots.color(norm), ls=ls,
-                         density=True, label=f"{plots.label(norm)}: {what} (mean {mem[norm][sel].mean():.2f})")
-    for i, mix in enumerate(outlier_frac):
-        axes[1].scatter(np.concatenate([pools[mix, s, norm].gap for s in seeds]),
-                        np.concatenate([pools[mix, s, norm].test_acc for s in seeds]), color=plots.color(norm),
-                        marker="os^v"[i % 4], s=14, label=f"{plots.label(norm)}, {mix:.0%} outliers")
-axes[0].set(xlabel="memorization score", ylabel="density", title=f"{mix_hi:.0%} outliers")
-axes[1].set(xlabel="train - test accuracy gap", ylabel="clean test accuracy", title="every model")
-axes[0].legend(), axes[1].legend(fontsize=7), fig.tight_layout()
+fig, axes = plots.panels(3, 4.2, 3.6)
+plots.memorization_hists(axes[:2], mem, out_mask, acc[mix_hi], f"{mix_hi:.0%} outliers")
+plots.accuracy_vs_gap(axes[2], {f"{plots.label(n)}, {m:.0%} outliers": (
+    np.concatenate([pools[m, s, n].gap for s in seeds]), np.concatenate([pools[m, s, n].test_acc for s in seeds]),
+    plots.color(n), "os^v"[i % 4]) for n in norms for i, m in enumerate(outlier_frac)},
+    f"every model ({len(pools) * n_shadows})")
+fig.tight_layout()
 run.figure(fig, "memorization_utility")
 
 # %% [markdown]
