@@ -420,8 +420,9 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                          f"parameters all train; got mode={mode!r}, {type(model).__name__}")
     if method == "auto":
         method = ("mixed" if lenet_grads.applies(model) else "exact") if coupled else "hooks"
-    if mode != "eval" and bn and bsz < 2:
-        raise ValueError(f"mode={mode!r} with BatchNorm needs batches of at least 2 samples")
+    if mode != "eval" and bn and (bsz < 2 or n % bsz == 1):
+        raise ValueError(f"mode={mode!r} with BatchNorm needs batches of at least 2 samples; "
+                         f"N={n} with batch_size={bsz} leaves a batch of one (every method refuses it)")
     sel = torch.ones(n, dtype=torch.bool) if select is None else select.bool().cpu()
     if sel.shape != (n,):
         raise ValueError(f"select must be a bool tensor of shape ({n},), got {tuple(sel.shape)}")

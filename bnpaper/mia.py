@@ -84,6 +84,16 @@ def lira(scores: np.ndarray, keep: np.ndarray, targets=None, sigma_floor: float 
     "_fixed": one global sigma (per query) instead of a per-example one, the mean variance over
     the examples with at least two IN (OUT) shadows; an example with a single IN (OUT) shadow
     has no variance of its own and takes that global sigma in the per-example variants too.
+
+    Conventions, and how they differ from the official code (tensorflow/privacy,
+    research/mi_lira_2021/plot.py): every model is in turn the target, the other M-1 its
+    shadows (official: the last models are targets of a fixed split); mu is the mean over the
+    shadows (official: the median) and the variance uses ddof=1 (official: np.std, ddof=0); the
+    fixed variance is the mean of the per-example variances, each centred on its own example's
+    mean (official: np.std of all IN values pooled, uncentred, and the IN value also for OUT);
+    offline is the one-sided log P[Z < phi] (official: minus the two-sided log density under
+    OUT); sigma is floored at `sigma_floor` (official: + 1e-30). With these aligned the scores
+    equal the official code's.
     """
     s = _finite("scores", np.asarray(scores, dtype=np.float64))
     keep = np.asarray(keep, dtype=bool)
@@ -132,16 +142,23 @@ def rmia(logp_x: np.ndarray, logp_z: np.ndarray, keep: np.ndarray, targets=None,
 
     logp_x: log p_y of every model on the pool (M, N, Q); logp_z: on population samples that
     no model trained on (M, Z, Q); p(.) averages the other M-1 models (online) or only the
-    OUT models with the offline correction p = ((1+a) p_out + (1-a)) / 2 when `offline_a` is set.
+    OUT models with the offline correction p = ((1+a) p_out + (1-a)) / 2 when `offline_a` is set
+    (for x and, as population samples are OUT for every model, for z alike). 2-D inputs (M, N)
+    are one query, never averaged over examples.
     """
     lx = _finite("log p_y (pool)", np.asarray(logp_x, np.float64))
     lz = _finite("log p_y (population)", np.asarray(logp_z, np.float64))
+    lx, lz = (a[..., None] if a.ndim == 2 else a for a in (lx, lz))  # (M, N) -> one query
     keep = np.asarray(keep, bool)
     m = len(lx)
+    if lx.ndim != 3 or lz.ndim != 3 or keep.shape != lx.shape[:2] or len(lz) != m:
+        raise ScoreError(f"rmia needs logp_x (M, N, Q), logp_z (M, Z, Q) and keep (M, N); got "
+                         f"{lx.shape}, {lz.shape}, {keep.shape}")
     targets = range(m) if targets is None else targets
     res = []
     for t in targets:
         sh = np.arange(m) != t
+        ref_z = logsumexp(lz[sh], 0) - np.log(sh.sum())     # population: OUT for every model
         if offline_a is None:
             ref_x = logsumexp(lx[sh], 0) - np.log(sh.sum())
         else:
@@ -149,7 +166,7 @@ def rmia(logp_x: np.ndarray, logp_z: np.ndarray, keep: np.ndarray, targets=None,
             w = np.where(out, 0.0, -np.inf)
             p_out = np.exp(logsumexp(lx[sh] + w, 0) - np.log(out.sum(0)))
             ref_x = np.log(0.5 * ((1 + offline_a) * p_out + (1 - offline_a)))
-        ref_z = logsumexp(lz[sh], 0) - np.log(sh.sum())
+            ref_z = np.log(0.5 * ((1 + offline_a) * np.exp(ref_z) + (1 - offline_a)))
         rx = (lx[t] - ref_x).mean(-1)                         # log ratio, (N,)
         rz = np.sort((lz[t] - ref_z).mean(-1))                # (Z,)
         res.append(np.searchsorted(rz, rx - np.log(gamma), side="left") / len(rz))
@@ -167,17 +184,24 @@ def auc(scores: np.ndarray, member: np.ndarray) -> float:
     return float((r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
+def _all_thresholds(scores: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(fpr, tpr) at every distinct threshold `score >= s` (none dropped: sklearn's default
+    drop_intermediate removes collinear points, which loses operating points under ties)."""
+    from sklearn.metrics import roc_curve
+    f, t, _ = roc_curve(np.asarray(member, bool), np.asarray(scores, np.float64),
+                        drop_intermediate=False)
+    return f, t
+
+
 def tpr_at_fpr(scores: np.ndarray, member: np.ndarray, fpr: float) -> float:
     """Largest TPR among thresholds whose FPR is <= `fpr` (Carlini et al.'s convention)."""
-    from sklearn.metrics import roc_curve
-    f, t, _ = roc_curve(np.asarray(member, bool), np.asarray(scores, np.float64))
-    return float(t[f <= fpr].max())
+    f, t = _all_thresholds(scores, member)
+    return float(t[f <= fpr + 1e-12].max())
 
 
 def balanced_accuracy(scores: np.ndarray, member: np.ndarray) -> float:
     """Best balanced accuracy over thresholds: max (1 + TPR - FPR) / 2."""
-    from sklearn.metrics import roc_curve
-    f, t, _ = roc_curve(np.asarray(member, bool), np.asarray(scores, np.float64))
+    f, t = _all_thresholds(scores, member)
     return float(((1 + t - f) / 2).max())
 
 
@@ -251,7 +275,8 @@ def _auc_rows(s: np.ndarray, y: np.ndarray) -> np.ndarray:
     r = rankdata(s, axis=1)
     n1 = y.sum(1)
     n0 = y.shape[1] - n1
-    return ((r * y).sum(1) - n1 * (n1 + 1) / 2) / np.maximum(n1 * n0, 1)
+    a = ((r * y).sum(1) - n1 * (n1 + 1) / 2) / np.maximum(n1 * n0, 1)
+    return np.where((n1 > 0) & (n0 > 0), a, np.nan)  # no members (or no non-members): no AUC
 
 
 def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask_per_run=None,
@@ -267,7 +292,7 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
     for (a, b, y), mk in zip(runs, masks):
         mk = np.ones(a.shape[1], bool) if mk is None else np.asarray(mk, bool)
         data.append((np.asarray(a)[:, mk], np.asarray(b)[:, mk], np.asarray(y, bool)[:, mk]))
-    point = float(np.mean([(_auc_rows(a, y) - _auc_rows(b, y)).mean() for a, b, y in data]))
+    point = float(np.mean([np.nanmean(_auc_rows(a, y) - _auc_rows(b, y)) for a, b, y in data]))
     rng = np.random.default_rng(seed)
     boots = []
     for _ in range(n_boot):
@@ -276,8 +301,10 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
             t = rng.integers(0, len(a), len(a))
             i = rng.integers(0, a.shape[1], a.shape[1])
             yy = y[t][:, i]
-            per_run.append((_auc_rows(a[t][:, i], yy) - _auc_rows(b[t][:, i], yy)).mean())
-        boots.append(np.mean(per_run))
+            d = _auc_rows(a[t][:, i], yy) - _auc_rows(b[t][:, i], yy)  # NaN: a row without members
+            per_run.append(np.nanmean(d) if np.isfinite(d).any() else np.nan)
+        boots.append(np.nanmean(per_run) if np.isfinite(per_run).any() else np.nan)
+    boots = np.asarray(boots)[np.isfinite(boots)]
     q = (1 - level) / 2
     return Estimate(point, float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q)),
                     sum(len(a) for a, _, _ in data), level)
@@ -285,9 +312,13 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
 
 def memorization_score(correct: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """Feldman-Zhang memorization mem(i) = P[correct | i IN] - P[correct | i OUT] over the pool.
-    correct, keep: (M, N) bool -> (N,) float64."""
+    correct, keep: (M, N) bool -> (N,) float64; NaN where an example is never OUT (or never IN):
+    it has no estimate (a balanced keep matrix never does this)."""
     c, k = np.asarray(correct, np.float64), np.asarray(keep, bool)
-    return (c * k).sum(0) / k.sum(0) - (c * ~k).sum(0) / (~k).sum(0)
+    n_in, n_out = k.sum(0), (~k).sum(0)
+    p_in = np.divide((c * k).sum(0), n_in, out=np.full(c.shape[1], np.nan), where=n_in > 0)
+    p_out = np.divide((c * ~k).sum(0), n_out, out=np.full(c.shape[1], np.nan), where=n_out > 0)
+    return p_in - p_out  # NaN (no warning) for an example IN, or OUT, for every model
 
 
 ATTACKS = ("online", "online_fixed", "offline", "offline_fixed", "loss", "rmia")

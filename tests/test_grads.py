@@ -191,3 +191,12 @@ def test_select_computes_only_the_chosen_samples_inside_the_full_batch():
     whole = grads.per_sample_grad_norms(m, x, y, mode="batch")
     torch.testing.assert_close(part.total[sel], whole.total[sel])
     assert torch.isnan(part.total[~sel]).all()
+
+
+@pytest.mark.parametrize("method", ["mixed", "exact", "loop"])
+def test_a_trailing_batch_of_one_is_the_same_clear_error_for_every_method(method):
+    m, x, y = _model("lenet", "bn")
+    n = len(x)
+    with pytest.raises(ValueError, match=rf"N={n + 1} with batch_size={n} leaves a batch of one"):
+        grads.per_sample_grad_norms(m, torch.cat([x, x[:1]]), torch.cat([y, y[:1]]), mode="batch",
+                                    batch_size=n, method=method)

@@ -144,3 +144,59 @@ def test_lira_with_a_single_in_shadow_falls_back_to_the_pooled_sigma():
     s = mia.lira(phi, keep)
     aucs = [mia.auc(s["online"][t], keep[t]) for t in range(4)]
     assert min(aucs) > 0.75
+
+
+def test_tpr_at_fpr_counts_tied_thresholds():
+    """s >= 2 flags 2 of 4 members and 2 of 4 non-members: TPR 0.5 at FPR 0.5 (was 0.25)."""
+    s, y = np.array([3, 3, 2, 2, 1, 1, 0, 0], float), np.array([1, 0] * 4, bool)
+    assert mia.tpr_at_fpr(s, y, 0.5) == 0.5 and mia.tpr_at_fpr(s, y, 0.25) == 0.25
+
+
+def test_rmia_offline_corrects_the_population_as_the_pool():
+    """Offline RMIA equals a naive loop of its definition: p(.) = ((1+a) p_out(.) + (1-a)) / 2 for
+    the pool example x AND for the population samples z (OUT for every model); the old code
+    left z uncorrected."""
+    rng = np.random.default_rng(1)
+    m, n, z, a = 6, 4, 5, 0.5
+    keep = np.zeros((m, n), bool)
+    keep[:3, :2] = True
+    px, pz = rng.uniform(0.05, 0.95, (m, n)), rng.uniform(0.05, 0.95, (m, z))
+    got = mia.rmia(np.log(px), np.log(pz), keep, offline_a=a)
+    for t in range(m):
+        sh = [j for j in range(m) if j != t]
+        for i in range(n):
+            p_out = np.mean([px[j, i] for j in sh if not keep[j, i]])
+            ratio_x = px[t, i] / (((1 + a) * p_out + (1 - a)) / 2)
+            ratio_z = [pz[t, k] / (((1 + a) * np.mean(pz[sh, k]) + (1 - a)) / 2) for k in range(z)]
+            assert got[t, i] == pytest.approx(np.mean([ratio_x / rz > 1 for rz in ratio_z]))
+
+
+def test_rmia_treats_2d_inputs_as_one_query_not_an_average_over_examples():
+    rng = np.random.default_rng(2)
+    keep = mia_keep = np.array([[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 1]], bool)
+    lx, lz = np.log(rng.uniform(0.1, 0.9, (4, 4))), np.log(rng.uniform(0.1, 0.9, (4, 7)))
+    two_d = mia.rmia(lx, lz, mia_keep)
+    assert two_d.shape == (4, 4)
+    np.testing.assert_allclose(two_d, mia.rmia(lx[..., None], lz[..., None], keep))
+
+
+def test_paired_delta_auc_ignores_bootstrap_rows_without_members():
+    """a separates members perfectly, b = -a inverts them: every row with members has delta 1.
+    Resampled rows of a 3-example subgroup often hold no member: they carry no AUC (NaN), not a
+    delta of 0 that would pull the interval below 1."""
+    rng = np.random.default_rng(3)
+    keep = np.array([[1, 0, 0, 1, 0, 1], [0, 1, 1, 0, 1, 0]] * 2, bool)
+    a = np.where(keep, 5.0, -5.0) + rng.normal(0, 0.1, keep.shape)
+    assert np.isnan(mia._auc_rows(a[:, :1], keep[:, :1])).all()
+    e = mia.paired_delta_auc([(a, -a, keep)], [np.array([1, 1, 1, 0, 0, 0], bool)], n_boot=200)
+    assert (e.value, e.lo, e.hi) == (1.0, 1.0, 1.0)
+
+
+def test_memorization_score_is_nan_without_warning_for_an_example_in_for_every_model():
+    import warnings
+    correct = np.array([[1, 1, 0], [1, 0, 0]], bool)
+    keep = np.array([[1, 1, 0], [1, 0, 1]], bool)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mem = mia.memorization_score(correct, keep)
+    assert np.isnan(mem[0]) and mem[1] == 1.0 and mem[2] == 0.0
