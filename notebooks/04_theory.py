@@ -193,8 +193,8 @@ fracs = {arch: S.channel_fractions(nets[arch]["layers"]) for arch in archs}
 for arch in archs:
     print(f"{arch}: {len(nets[arch]['layers'])} BN layers, clean test acc {nets[arch]['test_acc']:.3f}"
           + (f" (trained on clean labels: {clean[arch]['test_acc']:.3f})" if arch in clean else ""))
-run.figure(plots.theory_gamma_sigma_layers(nets, fracs), "gamma_over_sigma_trained")
-run.figure(plots.theory_fraction_above_one(fracs, seed), "fraction_above_one")
+run.figure(plots.theory_gamma_sigma_layers(nets, fracs, seed, noise_frac), "gamma_over_sigma_trained")
+run.figure(plots.theory_fraction_above_one(fracs, seed, nets), "fraction_above_one")
 
 # %% [markdown]
 # ## Verdict
