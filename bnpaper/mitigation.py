@@ -25,7 +25,9 @@ Notebook 05's machinery: `Variant` (a norm + a mitigation: its name, label and c
 `summarize` (one variant's memorization and utility over seeds), `sweep_table` (the trade-off
 of every variant), `reduction` (the verdict's estimate), `channel_scales` / `scale_summary` (the
 gamma/sigma histograms) and `compare_lira` (LiRA on shadow pools with and
-without the regularizer).
+without the regularizer); for its figures `tradeoff_points` (means and seed ranges) and the
+legend and title text (`curve_label`, `scale_label`, `lira_labels`, `lira_title`, whose
+`lira_reading` says in words whether a lower AUC came at a clean-accuracy cost).
 """
 from __future__ import annotations
 
@@ -437,3 +439,85 @@ def lira_table(summary: Mapping[str, dict], variants: Sequence[Variant]) -> str:
     rows = [[v.label, g, m["auc"], m["tpr@0.01"], summary[v.name]["shadow_test_acc"]]
             for v in variants for g, m in summary[v.name].items() if g != "shadow_test_acc"]
     return markdown_table(["model", "examples", "AUC", "TPR@1%FPR", "clean test acc."], rows)
+
+
+# ---------------------------------------------------------------- notebook 05: figure text
+LIRA_NAMES = {"online": "online", "online_fixed": "online, global variance",
+              "offline": "offline", "offline_fixed": "offline, global variance"}
+
+
+def tradeoff_points(runs: Mapping[tuple, object], corruption: str,
+                    variants: Sequence[Variant]) -> dict[str, dict]:
+    """Figure 2's points: per variant (by name), final memorization `x` and clean test accuracy
+    `y`, mean over every seed the variant was trained on in `runs` (the seeds of `summarize`),
+    their seed ranges `x_range`, `y_range` (min, max) and the number of seeds `n`."""
+    out = {}
+    for v in dict.fromkeys(variants):
+        hs = [r.history for (c, n, _), r in sorted(runs.items(), key=lambda kv: kv[0][2])
+              if c == corruption and n == v.name]
+        mem, acc = _curves(hs, "noisy_acc")[:, -1], _curves(hs, "test_acc")[:, -1]
+        out[v.name] = {"x": float(mem.mean()), "y": float(acc.mean()), "n": len(hs),
+                       "x_range": (float(mem.min()), float(mem.max())),
+                       "y_range": (float(acc.min()), float(acc.max()))}
+    return out
+
+
+def curve_label(label: str, s: Mapping) -> str:
+    """Legend entry of a memorization curve from its `summarize` row: seeds and final values."""
+    return (f"{label}, {s['n_seeds']} seeds\nfinal: memorization {s['final_memorization']:.2f},"
+            f" clean test acc. {s['clean_test_acc']:.2f}")
+
+
+def scale_label(label: str, ratios: np.ndarray, n_models: int, clean_acc: float) -> str:
+    """Legend entry of a gamma/sigma histogram: models, channels, median, share > 1, clean acc."""
+    r = np.asarray(ratios)
+    return (f"{label}: {len(r)} channels of {n_models} models\nmedian {np.median(r):.2f}, "
+            f"{(r > 1).mean():.0%} above 1; clean test acc. {clean_acc:.2f}")
+
+
+def lira_labels(comparison: LiraComparison, variants: Sequence[Variant]) -> dict[str, str]:
+    """Legend entries of the LiRA ROC figure by variant name: AUC beside clean test accuracy."""
+    s = comparison.summary
+    return {v.name: f"{v.label}\nmean AUC per target {s[v.name]['all']['auc']:.2f}, clean test acc. "
+                    f"{s[v.name]['shadow_test_acc']:.2f}" for v in variants}
+
+
+def lira_reading(comparison: LiraComparison, base: str, mitigated: str, tol: float) -> str:
+    """What the LiRA comparison says, in words computed from its numbers: a lower AUC is a
+    privacy gain only if the mitigated models keep the clean test accuracy (within `tol`); a
+    lower AUC at a larger accuracy cost is that of a weaker model, not a privacy win."""
+    s, d = comparison.summary, comparison.delta["all"]
+    auc = f"{s[mitigated]['all']['auc']:.2f}, without it {s[base]['all']['auc']:.2f}"
+    cost = s[base]["shadow_test_acc"] - s[mitigated]["shadow_test_acc"]
+    acc = f"{s[mitigated]['shadow_test_acc']:.2f}, without it {s[base]['shadow_test_acc']:.2f}"
+    if d.hi < 0:
+        return f"With the regularizer the AUC is higher ({auc}); clean test accuracy {acc}."
+    if not d.lo > 0:
+        return (f"With the regularizer the AUC does not clearly change ({auc}; the 95% interval of "
+                f"the difference includes 0); clean test accuracy {acc}.")
+    if cost > tol:
+        return (f"With the regularizer the AUC is lower ({auc}) but so is clean test accuracy "
+                f"({acc}: {cost:.2f} lower, tolerance {tol:.2f}). A lower AUC at lower clean "
+                "accuracy is that of a weaker model, not a privacy win.")
+    return (f"With the regularizer the AUC is lower ({auc}) without losing clean test accuracy "
+            f"({acc}, tolerance {tol:.2f}): a privacy gain at equal utility.")
+
+
+def lira_title(comparison: LiraComparison, variant: str, n_shadows: int, base: str,
+               mitigated: str, tol: float, width: int = 64) -> str:
+    """Title of the LiRA ROC figure: the attack, the models behind each curve, then
+    `lira_reading` (what the numbers say about privacy at equal utility), wrapped."""
+    import textwrap
+    head = (f"LiRA ({LIRA_NAMES.get(variant, variant)}): {n_shadows} shadow models per variant, "
+            f"each the target of the other {n_shadows - 1}; ROC of all targets pooled")
+    return "\n".join(textwrap.wrap(head, width) + textwrap.wrap(
+        lira_reading(comparison, base, mitigated, tol), width))
+
+
+def scale_lines(tau: float) -> dict[str, float]:
+    """Reference lines of the gamma/sigma histograms {label: x}: the regularizer's bound tau and
+    the paper's reference 1 (it reports gamma/sigma > 1 in most channels), one line if equal."""
+    paper = "paper: $|\\gamma|/\\sigma$ > 1 in most channels"
+    if np.isclose(tau, 1.0):
+        return {f"1 = $\\tau$, the regularizer's bound ({paper})": 1.0}
+    return {f"$\\tau$ = {tau:g}, the regularizer's bound": tau, f"1 ({paper})": 1.0}

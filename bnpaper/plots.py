@@ -155,7 +155,9 @@ def roc_loglog(ax: plt.Axes, curves: dict[str, tuple[np.ndarray, np.ndarray, str
     ax.plot([floor / 10, 1], [floor / 10, 1], color="grey", lw=0.8, ls=":", label="chance")
     ax.set(xscale="log", yscale="log", xlim=(floor, 1), ylim=(floor, 1),
            xlabel="false positive rate", ylabel="true positive rate", title=title)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize=8)
+    plain_log_axis(ax, "x")
+    plain_log_axis(ax, "y")
+    legend_below(ax, fontsize=8)
 
 
 # ---------------------------------------------------------------- 04 theory
@@ -164,125 +166,233 @@ _CYCLE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#d62728")
 
 def theory_margin_growth(study, batch_sizes: Sequence[int], lrs: Sequence[float]) -> plt.Figure:
     """Left: measured vs predicted margin growth of outliers per probe (`theory.ProbeStudy`) at
-    the default lr, one colour per batch size, tiny-step probes as crosses, the identity dashed.
-    Right: the median factor |measured/predicted| per batch size and lr (rising margins)."""
-    p, rising, lr0 = study.probes, study.rising, study.default_lr
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.2, 3.8))
+    the default lr, one colour per batch size, tiny-step probes as crosses, the paper's
+    prediction (identity) dashed; the axes span the plotted probes. Right, per batch size and
+    lr: the verdict's statistic (ratio estimator per run, mean over runs, filled; its bootstrap
+    interval at the verdict's setting) and the median probe's measured / predicted (open)."""
+    from matplotlib.lines import Line2D
+    p, rising, lr0, B0 = study.probes, study.rising, study.default_lr, study.default_batch_size
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10.5, 6.4))
+    shown = [study.tiny["predicted"], study.tiny["measured"]]
     for i, B in enumerate(batch_sizes):
         sel = (p["batch_size"] == B) & (p["lr"] == lr0) & rising
-        ax.scatter(p["predicted"][sel], p["measured"][sel], s=8, alpha=0.5,
-                   color=_CYCLE[i % len(_CYCLE)], label=f"batch {B}")
-    ax.scatter(study.tiny["predicted"], study.tiny["measured"], s=10, marker="x", color="k",
-               label=f"batch {study.default_batch_size}, step 1e-6")
-    lims = [min(p["predicted"].min(), p["measured"][rising].min()),
-            max(p["predicted"].max(), p["measured"][rising].max())]
-    ax.plot(lims, lims, "k--", lw=1, label="identity")
+        n_runs = study.setting_stats(B, lr0)["n_runs"]
+        ax.scatter(p["predicted"][sel], p["measured"][sel], s=8, alpha=0.5, color=_CYCLE[i % len(_CYCLE)],
+                   label=f"batch {B}: {int(sel.sum())} probes from {n_runs} runs")
+        shown += [p["predicted"][sel], p["measured"][sel]]
+    ax.scatter(study.tiny["predicted"], study.tiny["measured"], s=12, marker="x", color="k",
+               label=f"batch {B0}, step $10^{{-6}}$: {len(study.tiny['measured'])} probes")
+    v = np.concatenate(shown)
+    v = v[np.isfinite(v) & (v > 0)]
+    lims = (v.min() / 2, v.max() * 2) if v.size else (0.1, 10.0)
+    ax.plot(lims, lims, "k--", lw=1, label=r"paper: measured = predicted $(\gamma/\sigma)^2$")
     falling = int((~rising & (p["lr"] == lr0)).sum())
-    ax.set(xscale="log", yscale="log", xlabel=r"predicted $(\gamma/\sigma)^2$",
-           ylabel=r"measured $\Delta m_{BN}/\Delta m_{no\text{-}BN}$",
-           title=f"outlier margin growth, lr {lr0}" + (f" ({falling} falling not shown)" if falling else ""))
-    ax.legend(fontsize=7)
+    ax.set(xscale="log", yscale="log", xlim=lims, ylim=lims,
+           xlabel=r"predicted factor $(\gamma/\sigma)^2$ (batch $\sigma$ before the step)",
+           ylabel=r"measured $\Delta m_{BN}\,/\,\Delta m_{no\text{-}BN}$ (one probe)",
+           title=f"each point: one outlier's SGD step on its own loss, lr {lr0:g}"
+                 + (f"\n({falling} probes whose margin fell not shown)" if falling else ""))
+    plain_log_axis(ax, "x")
+    plain_log_axis(ax, "y")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7.5)
+    lr_cols = ("#2ca02c", "#1f77b4", "#d62728", "#9467bd")
+    vals = []
     for i, eta in enumerate(lrs):
-        bx.plot(batch_sizes, [study.median_factor(B, eta) for B in batch_sizes], "o-",
-                color=("#2ca02c", "#1f77b4", "#d62728", "#9467bd")[i % 4], label=f"lr {eta}")
-    bx.axhline(study.tiny_full_error, color="k", ls=":", lw=1, label="step 1e-6, full first order")
-    bx.set(xscale="log", yscale="log", xlabel="batch size", xticks=list(batch_sizes),
-           xticklabels=[str(b) for b in batch_sizes], ylabel="median factor |measured / predicted|",
-           title="fixed-statistics approximation (rising margins)")
+        st = [study.setting_stats(B, eta) for B in batch_sizes]
+        c = lr_cols[i % len(lr_cols)]
+        est = [s["ratio_estimator"] for s in st]
+        med = [s["median_ratio"] for s in st]
+        bx.plot(batch_sizes, est, "o-", color=c)
+        bx.plot(batch_sizes, med, "s--", color=c, mfc="white", lw=1.1)
+        vals += est + med
+    a = study.agreement
+    bx.errorbar([B0], [a.value], yerr=[[a.value - a.lo], [a.hi - a.value]], fmt="none", ecolor="k",
+                capsize=4, lw=1.2)
+    tiny = study.tiny_median_ratio()
+    bx.plot([B0], [tiny], "kx", ms=8, mew=1.6)
+    bx.axhline(1, color="k", ls="--", lw=1)
+    vals = np.array(vals + [a.lo, a.hi, tiny, 1.0], float)
+    vals = vals[np.isfinite(vals) & (vals > 0)]
     from matplotlib.ticker import NullFormatter
+    bx.set(xscale="log", yscale="log", xlabel="batch size", xticks=list(batch_sizes),
+           xticklabels=[str(b) for b in batch_sizes], ylim=(vals.min() / 1.6, vals.max() * 1.6),
+           xlim=(min(batch_sizes) / 1.5, max(batch_sizes) * 1.5),
+           ylabel=r"measured / predicted $(\gamma/\sigma)^2$",
+           title=f"agreement per setting; the verdict (batch {B0}, lr {lr0:g}):\n"
+                 f"ratio estimator {a.value:.2f} [{a.lo:.2f}, {a.hi:.2f}] over {a.n} runs")
     bx.xaxis.set_minor_formatter(NullFormatter())  # only the batch sizes are labelled
-    bx.legend(fontsize=7)
+    plain_log_axis(bx, "y")
+    handles = [Line2D([], [], color=lr_cols[i % len(lr_cols)], lw=2, label=f"lr {eta:g}")
+               for i, eta in enumerate(lrs)]
+    handles += [
+        Line2D([], [], color="grey", marker="o", label="ratio estimator (the verdict's): per run "
+               r"$\Sigma\Delta m_{BN}/\Sigma(\gamma/\sigma)^2\Delta m_{no\text{-}BN}$, mean over runs;"
+               "\n  weights probes by predicted growth, so the largest $(\\gamma/\\sigma)^2$ dominate"),
+        Line2D([], [], color="grey", marker="s", mfc="white", ls="--",
+               label="median probe (geometric; each probe counts once)"),
+        Line2D([], [], color="k", marker="|", ms=10, ls="none",
+               label="95% bootstrap interval over runs (the verdict's setting)"),
+        Line2D([], [], color="k", marker="x", ls="none",
+               label=f"step $10^{{-6}}$, median probe (vs the exact first order: "
+                     f"{study.tiny_median_ratio(full=True):.2f})"),
+        Line2D([], [], color="k", ls="--", lw=1, label="paper: measured = predicted")]
+    bx.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7.5, ncol=1)
     fig.tight_layout()
     return fig
 
 
 def theory_gamma_feedback(fb) -> plt.Figure:
-    """gamma, (gamma/sigma)^2 and outlier memorization per SGD step of the toy (`theory.
-    FeedbackStudy`), BN with outliers vs without (grey, dashed); memorization BN vs no-BN."""
+    """gamma, (gamma/sigma)^2 (from step 1: the random initial w is off the scale) and outlier
+    memorization per SGD step of the toy (`theory.FeedbackStudy`), BN with outliers vs without
+    (grey, dashed); memorization BN vs no-BN. The panels' notes (`FeedbackStudy.figure_notes`)
+    say from the data whether gamma is higher with outliers and what drives the factor."""
+    notes, acc, n = fb.figure_notes(), fb.test_acc, len(fb.seeds)
     steps = np.arange(fb.arr("bn", "gamma").shape[1])
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.3))
-    for ax, k in zip(axes[:2], ("gamma", "factor")):
-        band(ax, steps, fb.arr("bn", k), "bn", "BN, with outliers")
-        band(ax, steps, fb.arr("bn_clean", k), "bn_clean", "BN, no outliers", "--")  # grey
-    axes[0].set(xlabel="SGD step", ylabel=r"$\gamma$", title=r"BN scale $\gamma$")
-    axes[1].set(xlabel="SGD step", ylabel=r"$(\gamma/\sigma)^2$ (batch $\sigma$)", yscale="log",
-                title="predicted amplification")
-    band(axes[2], steps, fb.arr("bn", "outlier_acc"), "bn")
-    band(axes[2], steps, fb.arr("none", "outlier_acc"), "none")
-    axes[2].set(xlabel="SGD step", ylabel="outliers fit to flipped label",
-                title="memorization (with outliers)", ylim=(-0.02, 1.02))
+    fig, axes = plt.subplots(1, 3, figsize=(13.5, 4.6))
+    for ax, k, s0 in zip(axes[:2], ("gamma", "factor"), (0, 1)):
+        band(ax, steps[s0:], fb.arr("bn", k)[:, s0:], "bn", "BN, with outliers")
+        band(ax, steps[s0:], fb.arr("bn_clean", k)[:, s0:], "bn_clean", "BN, no outliers (same typical samples)",
+             "--")  # grey
+    axes[0].set(xlabel="SGD step", ylabel=r"BN scale $\gamma$", title=notes["gamma"])
+    axes[1].set(xlabel="SGD step", ylabel=r"$(\gamma/\sigma)^2$ (batch $\sigma$)",
+                yscale="log", title="predicted amplification $(\\gamma/\\sigma)^2$\n"
+                                    f"{notes['factor']}\n{notes['start']}")
+    plain_log_axis(axes[1], "y")
+    band(axes[2], steps, fb.arr("bn", "outlier_acc"), "bn", f"BN (toy clean test acc. {acc['bn']:.2f})")
+    band(axes[2], steps, fb.arr("none", "outlier_acc"), "none", f"no-BN (toy clean test acc. {acc['none']:.2f})")
+    axes[2].set(xlabel="SGD step", ylabel="outliers fit to their flipped label (share)",
+                title=f"memorization (trained with outliers)\nfinal BN $-$ no-BN: {fb.mem_gap.fmt(2)} "
+                      f"(95% t interval, {fb.mem_gap.n} seeds)", ylim=(-0.02, 1.02))
     for ax in axes:
-        ax.legend(fontsize=7)
+        ax.title.set_fontsize(8.5)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7.5)
+    fig.suptitle(f"toy model, {n} seeds (line: mean, band: range over seeds); outliers (flipped labels) are "
+                 f"{fb.population_share:.1%} of the samples and carry {fb.gamma_share:.0%} of "
+                 r"$\Sigma_i|\partial L/\partial\gamma_i|$", fontsize=9.5)
     fig.tight_layout()
     return fig
 
 
-def theory_gamma_sigma_layers(nets: dict, fracs: dict) -> plt.Figure:
+def theory_gamma_sigma_layers(nets: dict, fracs: dict, seed: int | None = None,
+                              noise_frac: float | None = None) -> plt.Figure:
     """Per architecture, box plots of |gamma|/sigma per channel for each BN layer, sigma from
-    the running variance (BN colour) and from batch statistics (grey); `nets[arch]["layers"]`
-    as from `theory.gamma_sigma`, `fracs[arch]` from `theory.channel_fractions`."""
+    the running variance (BN red) and from batch statistics (teal); boxes: quartiles, whiskers:
+    5th-95th percentile; `nets[arch]` as from `theory.trained_gamma_sigma` (test_acc optional),
+    `fracs[arch]` from `theory.channel_fractions`."""
+    from matplotlib.colors import to_rgba
+    from matplotlib.patches import Patch
+    from matplotlib.lines import Line2D
     archs = list(nets)
-    fig, axes = plt.subplots(1, len(archs), figsize=(4.2 + 2.6 * len(archs), 3.6), squeeze=False,
-                             gridspec_kw={"width_ratios": [len(nets[a]["layers"]) + 3 for a in archs]})
+    ratios = [max(len(nets[a]["layers"]), 6) + 3 for a in archs]
+    fig, axes = plt.subplots(1, len(archs), figsize=(1.2 + 0.34 * sum(ratios), 4.2), squeeze=False,
+                             gridspec_kw={"width_ratios": ratios})
+    cols = {"ratio_running": color("bn"), "ratio_batch": "#17becf"}
     for ax, arch in zip(axes[0], archs):
         L = nets[arch]["layers"]
         pos = np.arange(len(L))
-        for key, shift, col in (("ratio_running", -0.18, color("bn")), ("ratio_batch", 0.18, "#555555")):
-            ax.boxplot([l[key].numpy() for l in L], positions=pos + shift, widths=0.3, showfliers=False,
-                       boxprops={"color": col}, medianprops={"color": col})
+        for key, shift in (("ratio_running", -0.19), ("ratio_batch", 0.19)):
+            c = cols[key]
+            ax.boxplot([l[key].numpy() for l in L], positions=pos + shift, widths=0.34, whis=(5, 95),
+                       showfliers=False, patch_artist=True, medianprops={"color": "k", "lw": 1.2},
+                       boxprops={"facecolor": to_rgba(c, 0.55), "edgecolor": c},
+                       whiskerprops={"color": c}, capprops={"color": c})
         ax.axhline(1, color="k", lw=1, ls="--")
-        ax.set(yscale="log", xticks=pos, ylabel=r"$|\gamma|/\sigma$ per channel",
-               title=f"{arch} (BN): {fracs[arch]['all_running'].mean():.0%} of channels > 1 (running var)")
-        ax.set_xticklabels([l["layer"].replace("blocks.", "b") for l in L], rotation=90, fontsize=6)
-        ax.plot([], [], color=color("bn"), label=r"$\sigma$ from running variance")
-        ax.plot([], [], color="#555555", label=r"$\sigma$ from batch statistics")
-        ax.legend(fontsize=7)
+        n_ch = len(fracs[arch]["all_running"])
+        acc = nets[arch].get("test_acc")
+        ax.set(yscale="log", xticks=pos, xlim=(-0.6, len(L) - 0.4), xlabel="BN layer (forward order)",
+               ylabel=r"$|\gamma|/\sigma$ per channel",
+               title=f"{arch} with BN" + (f", clean test acc. {acc:.2f}" if acc is not None else "")
+                     + f"\n{fracs[arch]['all_running'].mean():.0%} of its {n_ch} channels > 1 (running variance)")
+        ax.set_xticklabels([l["layer"].replace("blocks.", "b") for l in L], rotation=90, fontsize=6.5)
+        plain_log_axis(ax, "y")
+    how = "one network per architecture" + (f" (seed {seed})" if seed is not None else "") + (
+        f", trained with {noise_frac:.0%} flipped labels" if noise_frac is not None else "")
+    handles = [Patch(facecolor=to_rgba(cols["ratio_running"], 0.55), edgecolor=cols["ratio_running"],
+                     label=r"$\sigma = \sqrt{\mathrm{running\ variance}+\epsilon}$ (used at test time)"),
+               Patch(facecolor=to_rgba(cols["ratio_batch"], 0.55), edgecolor=cols["ratio_batch"],
+                     label=r"$\sigma$ from batch statistics (median over 4 training batches)"),
+               Line2D([], [], color="k", ls="--", lw=1,
+                      label=r"$|\gamma|/\sigma = 1$: above it BN amplifies (paper: > 1 in most cases)")]
     fig.tight_layout()
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=7.5,
+               title=f"{how}\nbox: quartiles of the channels, line: median, whiskers: 5th-95th percentile",
+               title_fontsize=8)
     return fig
 
 
-def theory_fraction_above_one(fracs: dict, seed: int) -> plt.Figure:
-    """Per BN layer (forward order), the fraction of channels with |gamma|/sigma > 1, one line
-    per architecture and sigma estimate, with the 'most' line at 0.5."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.2))
-    for i, (arch, f) in enumerate(fracs.items()):
-        c = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd")[i % 4]
-        ax.plot(f["running"], "o-", color=c, label=f"{arch}, running variance")
-        ax.plot(f["batch"], "x--", color=c, label=f"{arch}, batch statistics")
-    ax.axhline(0.5, color="k", lw=1, ls=":")
-    ax.set(xlabel="BN layer (forward order)", ylabel=r"fraction of channels with $|\gamma|/\sigma>1$",
-           ylim=(-0.02, 1.02), title=f"per BN layer (one network per architecture, seed {seed})")
-    epoch_axis(ax)  # integer ticks
-    ax.legend(fontsize=7)
+def theory_fraction_above_one(fracs: dict, seed: int, nets: dict | None = None) -> plt.Figure:
+    """One panel per architecture: per BN layer (forward order) the fraction of channels with
+    |gamma|/sigma > 1, sigma from the running variance and from batch statistics, with the
+    'most' line at 0.5 (the paper: > 1 in most cases); layer names from `nets` when given."""
+    from matplotlib.lines import Line2D
+    archs = list(fracs)
+    n_layers = [len(fracs[a]["running"]) for a in archs]
+    ratios = [max(n, 6) + 3 for n in n_layers]
+    fig, axes = plt.subplots(1, len(archs), figsize=(1.2 + 0.3 * sum(ratios), 3.8), squeeze=False,
+                             gridspec_kw={"width_ratios": ratios})
+    cols = {"running": color("bn"), "batch": "#17becf"}
+    for ax, arch, n in zip(axes[0], archs, n_layers):
+        f, acc = fracs[arch], (nets or {}).get(arch, {}).get("test_acc")
+        ax.plot(range(n), f["running"], "o-", color=cols["running"], ms=5)
+        ax.plot(range(n), f["batch"], "x--", color=cols["batch"], ms=6, lw=1.2)
+        ax.axhline(0.5, color="k", lw=1, ls=":")
+        names = ([l["layer"].replace("blocks.", "b") for l in nets[arch]["layers"]] if nets else
+                 [str(i) for i in range(n)])
+        ax.set_xticks(range(n), names, rotation=90 if nets else 0, fontsize=6.5 if nets else 8)
+        ax.set(xlim=(-0.6, n - 0.4), ylim=(-0.03, 1.03), xlabel="BN layer (forward order)",
+               ylabel=r"share of channels with $|\gamma|/\sigma>1$",
+               title=f"{arch} with BN, {n} BN layers" + (f"\nclean test acc. {acc:.2f}; " if acc is not None else "\n")
+                     + f"{f['all_running'].mean():.0%} of all {len(f['all_running'])} channels > 1")
+    handles = [Line2D([], [], color=cols["running"], marker="o", label=r"$\sigma$ from the running variance"),
+               Line2D([], [], color=cols["batch"], marker="x", ls="--", label=r"$\sigma$ from batch statistics"),
+               Line2D([], [], color="k", ls=":", lw=1, label="half of the channels (paper: > 1 'in most cases')")]
     fig.tight_layout()
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=7.5,
+               title=f"one trained BN network per architecture (seed {seed})", title_fontsize=8)
     return fig
 
 
 def tradeoff(ax: plt.Axes, points: list[dict], title: str,
-             xlabel: str = "memorization of corrupted samples",
-             ylabel: str = "clean test accuracy") -> None:
+             xlabel: str = "memorization of the corrupted samples\n(final accuracy on their corrupted labels)",
+             ylabel: str = "clean test accuracy (final)") -> None:
     """A utility/memorization trade-off: one marker per variant at (x, y). Each point is a dict
-    with x, y, color, family (legend: one entry per family), note (an annotation, may be '') and
-    kind: 'base' (star), 'penalty' (circle) or 'projection' (square)."""
+    with x, y, color, family (legend: one entry per family), note (an annotation, may be ''),
+    kind: 'base' (star), 'penalty' (circle) or 'projection' (square), n (seeds behind the point:
+    in the legend for a base, in the note otherwise) and x_range, y_range ((lo, hi), error bars
+    drawn when n > 1). The legend sits below the axes, never on a point."""
     style = {"base": ("*", 70, 1.0, 3), "penalty": ("o", 28, 0.9, 2), "projection": ("s", 28, 0.6, 2)}
+    seeds = lambda n: f"{n} seed" + ("s" if n != 1 else "")  # noqa: E731
+    span = [np.ptp([p[k] for p in points]) or 1.0 for k in ("x", "y")]  # to find a point's neighbour
     for p in sorted(points, key=lambda p: list(style).index(p["kind"])):  # legend: bases first
         marker, size, alpha, z = style[p["kind"]]
-        ax.scatter(p["x"], p["y"], s=size, marker=marker, color=p["color"], alpha=alpha,
-                   label=p["family"], zorder=z)
-        if p.get("note"):
-            ax.annotate(p["note"], (p["x"], p["y"]), fontsize=6, xytext=(3, 2),
-                        textcoords="offset points")
+        if p.get("n", 1) > 1 and "x_range" in p:
+            ax.errorbar(p["x"], p["y"], xerr=[[p["x"] - p["x_range"][0]], [p["x_range"][1] - p["x"]]],
+                        yerr=[[p["y"] - p["y_range"][0]], [p["y_range"][1] - p["y"]]], fmt="none",
+                        ecolor=p["color"], alpha=0.5, lw=1, capsize=2, zorder=1)
+        base = p["kind"] == "base" and "n" in p
+        ax.scatter(p["x"], p["y"], s=size, marker=marker, color=p["color"], alpha=alpha, zorder=z,
+                   label=f"{p['family']} ({seeds(p['n'])})" if base else p["family"])
+        note = ", ".join(t for t in (p.get("note"), "" if base or "n" not in p else seeds(p["n"])) if t)
+        others = [(q["x"], q["y"]) for q in points if q is not p]
+        near = min(others, key=lambda q: ((q[0] - p["x"]) / span[0]) ** 2 + ((q[1] - p["y"]) / span[1]) ** 2,
+                   default=(p["x"], p["y"] - 1))
+        if note:  # to the right, above or below: away from the nearest other point
+            ax.annotate(note, (p["x"], p["y"]), fontsize=6, xytext=(4, -3 if near[1] > p["y"] else 3),
+                        textcoords="offset points", va="top" if near[1] > p["y"] else "bottom")
     handles = dict(zip(*ax.get_legend_handles_labels()[::-1]))  # one legend entry per family
-    ax.legend(handles.values(), handles.keys(), loc="best")
+    ax.margins(0.15)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    legend_below(ax, handles.values(), handles.keys(), ncol=2)
 
 
 def log_histograms(ax: plt.Axes, values: dict[str, tuple[np.ndarray, str]], title: str,
-                   xlabel: str, ylabel: str = "count", vline: float | None = None,
+                   xlabel: str, ylabel: str = "count", vlines: dict[str, float] | None = None,
                    per_decade: int = 10, zero_note: str = "{n} zeros not shown") -> None:
-    """Overlaid histograms {label: (values, color)} on a log x axis, with log bins covering every
-    positive value and at least 1e-3..10 (nothing piles up in an edge bin); zeros cannot be
-    drawn on a log axis and are counted in the title instead."""
+    """Overlaid histograms {label: (values, color)} on a log x axis (plain tick labels), with log
+    bins covering every positive value and at least 1e-3..10 (nothing piles up in an edge bin);
+    zeros cannot be drawn on a log axis and are counted in the title instead. vlines {label: x}:
+    dashed, then dotted reference lines. The legend sits below the axes."""
+    from matplotlib.ticker import FuncFormatter
     pos = np.concatenate([np.asarray(v)[np.asarray(v) > 0] for v, _ in values.values()])
     lo = min(-3.0, np.floor(np.log10(pos.min()))) if pos.size else -3.0
     hi = max(1.0, np.ceil(np.log10(pos.max()))) if pos.size else 1.0
@@ -291,11 +401,12 @@ def log_histograms(ax: plt.Axes, values: dict[str, tuple[np.ndarray, str]], titl
     for name, (v, col) in values.items():
         v = np.asarray(v)
         ax.hist(v[v > 0], bins=edges, color=col, alpha=0.5, label=name)
-    if vline is not None:
-        ax.axvline(vline, color="k", linestyle="--", linewidth=1)
+    for (name, x), ls in zip((vlines or {}).items(), ("--", ":", "-.")):
+        ax.axvline(x, color="k", linestyle=ls, linewidth=1, label=name)
     ax.set(xscale="log", xlabel=xlabel, ylabel=ylabel,
-           title=title + (f" ({zero_note.format(n=n_zero)})" if n_zero else ""))
-    ax.legend()
+           title=title + (f"\n({zero_note.format(n=n_zero)})" if n_zero else ""))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    legend_below(ax)
 
 
 # ---------------------------------------------------------------- 03 LiRA
@@ -350,3 +461,140 @@ def accuracy_vs_gap(ax: plt.Axes, points: dict, title: str) -> None:
         ax.scatter(gap, acc, color=col, marker=marker, s=14, label=name)
     ax.set(xlabel="train - test accuracy gap", ylabel="clean test accuracy", title=title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+
+
+# ---------------------------------------------------------------- 05 mitigation
+def memorization_column(axes: Sequence[plt.Axes], epochs: Sequence[int], curves: dict, title: str,
+                        n_classes: int | None = None) -> None:
+    """One column of notebook 05's curves: memorization (axes[0]) above clean test accuracy
+    (axes[1]) per epoch, mean over seeds with the seed range as band (`band`), both on 0..1;
+    curves {legend label: (memorization (seeds, epochs), clean accuracy (seeds, epochs), colour
+    key)}, solid, dashed, dash-dotted in turn (curves that coincide stay visible); chance
+    (1 / n_classes): a dotted line on axes[0]. The title says what line and band are; the
+    legend sits below axes[1]."""
+    for (name, (mem, acc, key)), ls in zip(curves.items(), ("-", "--", "-.", "-", "--", "-.")):
+        band(axes[0], epochs, mem, key, name, ls)
+        band(axes[1], epochs, acc, key, name, ls)
+    if n_classes:
+        axes[0].axhline(1 / n_classes, color="grey", lw=0.8, ls=":", label=f"chance (1/{n_classes})")
+    axes[0].set(title=f"{title}\nline: mean over seeds, band: range over seeds", ylim=(0, 1.02),
+                ylabel="memorization\n(accuracy on the corrupted labels)")
+    axes[1].set(xlabel="epoch", ylim=(0, 1.02), ylabel="clean test accuracy")
+    legend_below(axes[1], *axes[0].get_legend_handles_labels())
+
+
+# ---------------------------------------------------------------- 04 theory (helpers)
+def legend_below(ax: plt.Axes, *args, **kw) -> None:
+    """A legend centred below `ax`, clear of its tick labels and (multi-line) x label whatever
+    the axes' size: the offset is in inches, not in axes fractions. Set the x label first."""
+    from matplotlib.transforms import ScaledTranslation
+    lines = ax.get_xlabel().count("\n") + 1 if ax.get_xlabel() else 0
+    drop = 0.4 + 0.18 * lines  # inches: ticks and tick labels, then each line of the x label
+    kw.setdefault("fontsize", 7)
+    ax.legend(*args, loc="upper center", bbox_to_anchor=(0.5, 0), **kw,
+              bbox_transform=ax.transAxes + ScaledTranslation(0, -drop, ax.figure.dpi_scale_trans))
+
+
+# ---------------------------------------------------------------- 01 forced memorization, 02 gradient dynamics
+GROUP_LABELS = {"weight": "conv/linear weights", "gamma": r"norm scale $\gamma$",
+                "beta": r"norm shift $\beta$", "bias": "conv/linear biases", "other": "other (residual scale)"}
+GROUP_STYLE = {"weight": ("#333333", "-", "o"), "gamma": ("#ff7f0e", "--", "^"),
+               "beta": ("#2ca02c", ":", "s"), "bias": ("#9467bd", "-.", "D"), "other": ("#8c564b", "-", "v")}
+
+
+def plain_log_axis(ax: plt.Axes, which: str = "y") -> None:
+    """Plain tick labels on a log axis (0.05, 0.1, 0.2 ... 10, 20: no 3x10^1), call once the data
+    are drawn: the coarsest of 1 / 1-3 / 1-2-5 / 1-2-3-5 per decade that labels at least four
+    ticks in the axis' range (three on less than a decade), evenly spaced values (1, 1.5, 2 or
+    2.2, 2.4, ...) on a range too narrow for any; minor ticks unlabelled."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    lo, hi = sorted(ax.get_ylim() if which == "y" else ax.get_xlim())
+    if lo <= 0:
+        return
+    powers = 10.0 ** np.arange(np.floor(np.log10(lo)) - 1, np.ceil(np.log10(hi)) + 1)
+    for subs in ((1.0,), (1.0, 3.0), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0)):
+        ticks = np.outer(powers, subs).ravel()
+        if ((ticks >= lo) & (ticks <= hi)).sum() >= (4 if np.log10(hi / lo) > 1 else 3):
+            axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=99))
+            break
+    else:
+        axis.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def figure_legend(fig: plt.Figure, axes: Sequence[plt.Axes], title: str | None = None,
+                  ncol: int | None = None) -> None:
+    """One legend for the whole figure, centred below it (never on the data): the entries of
+    every axes, each label once, in order. Call after `fig.tight_layout()`."""
+    entries: dict = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(lab, h)
+    ncol = ncol or min(len(entries), 3)
+    fig.legend(entries.values(), entries.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=ncol, fontsize=8, title=title, title_fontsize=8, frameon=False)
+
+
+def probe_curves(ax: plt.Axes, epochs: Sequence[float], curves: dict, dodge: float = 0.015) -> None:
+    """Values recorded at (possibly uneven) probe epochs: a marker at every probe epoch on the
+    mean over runs, joined by a line, and a bar over the runs' range (min..max). curves {legend
+    label: (runs (runs, epochs), colour, linestyle, marker)}; curve i is shifted sideways by
+    i * dodge of the epoch range (centred) so that the bars of different curves do not overlap."""
+    x = np.asarray(epochs, float)
+    step = dodge * max(float(np.ptp(x)), 1.0)
+    for i, (name, (runs, col, ls, marker)) in enumerate(curves.items()):
+        runs = np.asarray(runs, float)
+        xi, mean = x + (i - (len(curves) - 1) / 2) * step, np.nanmean(runs, 0)
+        ax.plot(xi, mean, color=col, linestyle=ls, marker=marker, markersize=4, label=name)
+        if len(runs) > 1:
+            err = np.clip([mean - np.nanmin(runs, 0), np.nanmax(runs, 0) - mean], 0, None)  # rounding
+            ax.errorbar(xi, mean, yerr=err,
+                        fmt="none", ecolor=col, elinewidth=1, capsize=2, alpha=0.6)
+    epoch_axis(ax)
+
+
+def grad_norm_histograms(axes: np.ndarray, cells: dict, colors: Sequence[str], xlabel: str,
+                         per_decade: int = 15) -> None:
+    """A grid (rows x columns of `axes`) of histograms of log10 per-sample gradient norms, clean
+    samples (grey) against noisy ones (the row's colour); cells {(row, column): (log10 norms,
+    noisy mask, title)}. The same bins in every panel (so that shapes and densities compare),
+    x ticks at powers of ten with plain labels (0.1, 1, 10), every y axis labelled, and right of
+    each row a legend with the number of samples behind each histogram."""
+    from matplotlib.ticker import FuncFormatter
+    lv = np.concatenate([c[0] for c in cells.values()])
+    edges = np.arange(np.floor(lv.min() * per_decade), np.ceil(lv.max() * per_decade) + 1) / per_decade
+    for (i, j), (v, k, title) in sorted(cells.items()):
+        ax = axes[i, j]
+        ax.hist(v[~k], bins=edges, alpha=0.6, color="0.5", density=True, label=f"clean ({(~k).sum()} samples)")
+        ax.hist(v[k], bins=edges, alpha=0.6, color=colors[i], density=True, label=f"noisy ({k.sum()} samples)")
+        ax.set(title=title, ylabel="density (per decade)")
+        ticks = np.arange(np.floor(edges[0]), np.ceil(edges[-1]) + 1)
+        ticks = np.sort(np.r_[ticks, ticks + np.log10(3)]) if edges[-1] - edges[0] < 2.5 else ticks
+        ax.set_xticks(ticks[(ticks >= edges[0]) & (ticks <= edges[-1])])
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda t, _: f"{10 ** t:g}"))
+        if i == axes.shape[0] - 1:
+            ax.set_xlabel(xlabel)
+        else:
+            ax.tick_params(labelbottom=False)
+    for i in range(axes.shape[0]):
+        axes[i, -1].legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
+
+
+def group_ratio_panels(axes: Sequence[plt.Axes], epochs: Sequence[float], ratios: dict,
+                       ylabel: str) -> None:
+    """One panel per model (shared log y axis, inner tick labels hidden): the median noisy /
+    median clean gradient norm of each parameter group at the probe epochs (`probe_curves`),
+    one colour and marker per group (`GROUP_STYLE`), the ratio 1 dotted; ratios {panel title:
+    {group: (runs, probe epochs)}}."""
+    for n, (ax, (title, groups)) in enumerate(zip(axes, ratios.items())):
+        if n:
+            ax.sharey(axes[0])
+        probe_curves(ax, epochs, {GROUP_LABELS.get(g, g): (r, *GROUP_STYLE.get(g, ("#7f7f7f", "-", "o")))
+                                  for g, r in groups.items()})
+        ax.axhline(1, color="grey", lw=0.8, ls=":", label="equal medians (ratio 1)")
+        ax.set(title=title, xlabel="epoch", yscale="log", ylabel=ylabel if n == 0 else "")
+        if n:
+            ax.tick_params(labelleft=False)
+    plain_log_axis(axes[0])

@@ -134,6 +134,16 @@ def fixed_over_batch(histories: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]
     return np.array(noisy), np.array(clean)
 
 
+def probe_counts(histories: Sequence[dict], mode: str = "batch") -> str:
+    """How many noisy and clean probe samples each run's medians of one definition (`MODES`)
+    are taken over, for a figure: '26 noisy, 26 clean' or, when the runs differ, '22-30 noisy,
+    22-30 clean' (per run)."""
+    k = [records(h, mode)[0][2] for h in histories]
+    span = lambda c: f"{min(c)}" if min(c) == max(c) else f"{min(c)}-{max(c)}"
+    return (f"{span([int(x.sum()) for x in k])} noisy, "
+            f"{span([int((~x).sum()) for x in k])} clean")
+
+
 def pooled_log10(histories: Sequence[dict], epoch: int, mode: str = "batch"
                  ) -> tuple[np.ndarray, np.ndarray]:
     """log10 of the norms at one probe epoch, pooled over runs (floored at 1e-12), and the

@@ -17,6 +17,8 @@
 # %% [markdown]
 # # 1. Forced memorization: does BN memorize corrupted samples faster and more strongly?
 #
+# *Reference run:* [figures](../figures/01_forced_memorization/fashion_mnist/) · [this notebook executed](../figures/01_forced_memorization/fashion_mnist/01_forced_memorization.html) · [report](../figures/REPORT.md)
+#
 # **The paper's claim.** Batch Normalization speeds up learning of typical samples, but the
 # same mechanism makes a network *memorize* atypical samples faster and more strongly. Train
 # on data with deliberately corrupted labels (label flipping) or with injected
@@ -72,34 +74,42 @@ from bnpaper import claims, data, plots, stats, train, units
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
-runs = {}  # (corruption, norm, seed) -> per-epoch history
+runs, n_noisy = {}, {}  # (corruption, norm, seed) -> per-epoch history; corruption -> corrupted samples
 for corr in corruption:
     for seed in seeds:
         split = data.make_split(ds, n_train, corr, noise_frac, seed, ood_source, n_test)
+        n_noisy[corr] = int(split.mask.sum())
         for norm in norms:
             cfg = train.TrainConfig(arch=arch, norm=norm, epochs=epochs, batch_size=batch_size,
                                     lr=lr, weight_decay=weight_decay, augment=augment, seed=seed)
             runs[corr, norm, seed] = units.trained(split, cfg, desc=f"{corr} {norm} seed {seed}").history
 curves = lambda corr, norm, key: train.curves([runs[corr, norm, s] for s in seeds], key)  # (seeds, epochs+1)
 ep = np.array(runs[corruption[0], norms[0], seeds[0]]["epoch"])
-TITLE = {"flip": f"label flips ({noise_frac:.0%} of {n_train})", "ood": f"OOD samples ({noise_frac:.0%} of {n_train})"}
+TITLE = {"flip": f"label flips: {n_noisy.get('flip')} of {n_train} training labels",
+         "ood": f"OOD images ({ood_source}), random labels: {n_noisy.get('ood')} of {n_train}"}
+BAND = f"mean of {len(seeds)} seeds; band: range over seeds"
+final_acc = {(c, n): curves(c, n, "test_acc")[:, -1].mean() for c in corruption for n in norms}
+name = lambda corr, norm: f"{plots.label(norm)} (clean test acc. {final_acc[corr, norm]:.2f})"
+accs = lambda corr: "clean test acc.: " + ", ".join(f"{plots.label(n)} {final_acc[corr, n]:.2f}" for n in norms)
 print(f"{len(runs)} models ready")
 
 # %% [markdown]
 # ## Figure 1: memorization curves
 # Accuracy on the corrupted samples with respect to their *corrupted* labels, per epoch (mean
-# over seeds, band = min..max). Chance level is 1/classes.
+# over seeds, band = min..max), with each model's final clean test accuracy in the legend.
+# Chance level is 1/classes.
 
 # %%
-fig, axes = plots.panels(len(corruption))
+fig, axes = plots.panels(len(corruption), 4.6, 3.2)
 for ax, corr in zip(axes, corruption):
     for norm in norms:
-        plots.band(ax, ep, curves(corr, norm, "noisy_acc"), norm)
-    ax.axhline(1 / ds.n_classes, color="grey", lw=0.8, ls=":", label="chance (1/classes)")
-    ax.set(title=TITLE[corr], xlabel="epoch", ylabel="memorization (accuracy on corrupted labels)",
-           ylim=(0, 1.02))
-    ax.legend(title=f"mean, band: range of {len(seeds)} seeds")
+        plots.band(ax, ep, curves(corr, norm, "noisy_acc"), norm, name(corr, norm))
+    ax.axhline(1 / ds.n_classes, color="grey", lw=0.8, ls=":", label=f"chance (1/{ds.n_classes})")
+    ax.set(title=TITLE[corr], xlabel="epoch", ylabel="memorization\n(accuracy on the corrupted labels)",
+           ylim=(0, 1.02), yticks=np.linspace(0, 1, 6))
 fig.tight_layout()
+for ax in axes:
+    plots.legend_below(ax, title=BAND, title_fontsize=7)
 run.figure(fig, "memorization_curves")
 
 # %% [markdown]
@@ -111,11 +121,14 @@ run.figure(fig, "memorization_curves")
 fig, axes = plots.panels(len(corruption))
 for ax, corr in zip(axes, corruption):
     for norm in norms:
-        plots.band(ax, ep, curves(corr, norm, "noisy_loss"), norm, f"{plots.label(norm)}: noisy")
-        plots.band(ax, ep, curves(corr, norm, "clean_loss"), norm, f"{plots.label(norm)}: clean", "--")
-    ax.set(title=TITLE[corr], xlabel="epoch", ylabel="cross-entropy (nats, log scale)", yscale="log")
-    ax.legend(ncol=1)
+        plots.band(ax, ep, curves(corr, norm, "noisy_loss"), norm, f"{plots.label(norm)}: corrupted samples")
+        plots.band(ax, ep, curves(corr, norm, "clean_loss"), norm, f"{plots.label(norm)}: clean samples", "--")
+    ax.set(title=f"{TITLE[corr]}\n{accs(corr)}", xlabel="epoch", yscale="log",
+           ylabel="mean cross-entropy (nats, log scale)")
+    plots.plain_log_axis(ax)
 fig.tight_layout()
+for ax in axes:
+    plots.legend_below(ax, title=BAND, title_fontsize=7, ncol=2)
 run.figure(fig, "loss_noisy_vs_clean")
 
 # %% [markdown]
@@ -127,9 +140,10 @@ fig, axes = plots.panels(len(corruption))
 for ax, corr in zip(axes, corruption):
     for norm in norms:
         plots.band(ax, ep, curves(corr, norm, "test_acc"), norm)
-    ax.set(title=TITLE[corr], xlabel="epoch", ylabel="clean test accuracy")
-    ax.legend()
+    ax.set(title=f"{TITLE[corr]}\n{n_test} clean test samples", xlabel="epoch", ylabel="clean test accuracy")
 fig.tight_layout()
+for ax in axes:
+    plots.legend_below(ax, title=BAND, title_fontsize=7)
 run.figure(fig, "test_accuracy")
 
 # %% [markdown]

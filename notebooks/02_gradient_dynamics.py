@@ -16,6 +16,7 @@
 
 # %% [markdown]
 # # 2. Per-sample gradient dynamics: do noisy samples carry larger gradients under BN?
+# *Reference run:* [figures](../figures/02_gradient_dynamics/fashion_mnist/) · [this notebook executed](../figures/02_gradient_dynamics/fashion_mnist/02_gradient_dynamics.html) · [report](../figures/REPORT.md)
 #
 # **The paper's claim.** In BN models the per-sample gradient l2 norms of noisy (mislabeled or
 # out-of-distribution) samples shift to much higher values than those of clean samples, and
@@ -25,15 +26,14 @@
 # chosen epochs we compute exact per-sample gradient norms (`bnpaper.grads`; over all
 # parameters and per parameter group) of fixed probe samples, clean and noisy, with the two
 # BatchNorm semantics and the theory's simplification:
-# - `"batch"`: the gradient of sample i's loss term (unreduced cross-entropy, i.e. B times its
-#   share of the mean-reduced batch gradient) *inside a training batch*, train-mode BN whose
-#   batch mean and variance depend on every sample — what actually moves the parameters;
-#   computed on fixed training batches of natural composition;
-# - `"eval"`: the gradient with running statistics (batch-independent), on a fixed random probe
-#   subset of the training set;
-# - `"batch_fixed"`: the `"batch"` gradient with the batch mean and variance held constant —
-#   the simplification of the paper's theory ("batch statistics treated as fixed during a
-#   step"), on the same probe batches. Comparing it with `"batch"` shows how much of a
+# - `"batch"` (figures: *batch statistics (exact, as in training)*): the gradient of sample i's loss term
+#   (unreduced cross-entropy, i.e. B times its share of the mean-reduced batch gradient) *inside
+#   a training batch*, train-mode BN whose mean and variance depend on every sample — what
+#   actually moves the parameters; on fixed training batches of natural composition;
+# - `"eval"` (*running statistics*): batch-independent, on a fixed random training subset;
+# - `"batch_fixed"` (*batch statistics held fixed*): `"batch"` with the batch mean and variance
+#   held constant — the simplification of the paper's theory ("batch statistics treated as
+#   fixed during a step"), on the same batches: against `"batch"` it shows how much of a
 #   sample's gradient reaches the parameters through the batch statistics.
 #
 # For models without BN (and GroupNorm) the three coincide. Computing them never changes the
@@ -74,7 +74,6 @@ from bnpaper import notebook; run = notebook.start(globals(), "02_gradient_dynam
 # %%
 # NBVAL_IGNORE_OUTPUT
 import matplotlib.pyplot as plt
-import numpy as np
 
 from bnpaper import claims, data, plots, probes, stats, train, units
 
@@ -91,115 +90,116 @@ for seed in seeds:
         H[norm].append(units.trained(split, cfg, probe=probe, desc=f"{norm} seed {seed}").history)
 acc = {n: float(train.curves(H[n], "test_acc")[:, -1].mean()) for n in norms}   # clean test accuracy
 mem = {n: float(train.curves(H[n], "noisy_acc")[:, -1].mean()) for n in norms}  # final memorization
-name = {n: f"{plots.label(n)} (test acc {acc[n]:.2f})" for n in norms}
+name = {n: f"{plots.label(n)} (clean test acc. {acc[n]:.2f})" for n in norms}
+MODE = {"batch": "batch statistics (exact, as in training)", "eval": "running statistics (eval mode)",
+        "batch_fixed": "batch statistics held fixed (theory)"}  # the probe definitions in words
+BARS = f"mean over {len(seeds)} seeds; bars: range over seeds"
 ep = probes.probed_epochs(H[norms[0]][0])
 print(f"{sum(map(len, H.values()))} models ready")
 
 # %% [markdown]
 # ## Figure 1: distributions of per-sample gradient norms
-# `"batch"` definition (sum-reduced loss, l2 norm over all parameters), pooled over seeds, at
-# three probe epochs: densities of log10 of the norm (linear bins in log10, so the shapes are
-# not distorted by log-spaced bins).
+# The exact `"batch"` norms (l2 over all parameters, sum-reduced loss), pooled over seeds, at
+# three probe epochs: densities of log10 of the norm, the same bins (linear in log10) everywhere.
 
 # %%
 show = [ep[0], ep[len(ep) // 2], ep[-1]]
-fig, axes = plt.subplots(len(norms), len(show), figsize=(3.4 * len(show), 2.4 * len(norms)),
+fig, axes = plt.subplots(len(norms), len(show), figsize=(3.3 * len(show) + 1.6, 2.5 * len(norms)),
                          squeeze=False, sharex=True)
-for (i, norm), (j, e) in ((a, b) for a in enumerate(norms) for b in enumerate(show)):
-    lv, k = probes.pooled_log10(H[norm], e, "batch")
-    bins = np.linspace(lv.min(), lv.max() + 1e-9, 30)
-    axes[i, j].hist(lv[~k], bins=bins, alpha=0.6, color="0.5", label="clean", density=True)
-    axes[i, j].hist(lv[k], bins=bins, alpha=0.6, color=plots.color(norm), label="noisy", density=True)
-    axes[i, j].set(title=f"{plots.label(norm)}, epoch {e}", xlabel="log10 per-sample gradient l2 norm",
-                   ylabel="density" if j == 0 else None)
-for ax in axes[:, 0]:
-    ax.legend()
+cells = {(i, j): (*probes.pooled_log10(H[n], e, "batch"), f"{name[n]}, epoch {e}")
+         for i, n in enumerate(norms) for j, e in enumerate(show)}
+plots.grad_norm_histograms(axes, cells,
+                           [plots.color(n) for n in norms], "per-sample gradient l2 norm (log scale)")
+fig.suptitle(f"{MODE['batch']}, {len(seeds)} seeds pooled", fontsize=10)
 fig.tight_layout()
 run.figure(fig, "norm_histograms")
 
 # %% [markdown]
 # ## Figure 2: medians over training
-# Median norm of noisy (solid) and clean (dashed) probe samples, mean over seeds with a min-max
-# band; left `"batch"`, right `"eval"` definition.
+# Median norm of noisy (solid) and clean (dashed) probe samples at each probe epoch, mean over
+# seeds with the seeds' range as bars; left the exact `"batch"` definition, right `"eval"`.
 
 # %%
-fig, axes = plots.panels(2, 4.75)
+fig, axes = plots.panels(2, 4.6, 3.6)
 for ax, mode in zip(axes, ("batch", "eval")):
-    for norm in norms:
-        m = probes.medians(H[norm], mode)
-        plots.band(ax, ep, m.noisy, norm, f"{name[norm]}: noisy")
-        plots.band(ax, ep, m.clean, norm, f"{plots.label(norm)}: clean", "--")
-    ax.set(title=f'"{mode}" gradients', xlabel="epoch",
-           ylabel="median per-sample gradient l2 norm (log scale)", yscale="log")
-axes[0].legend(fontsize=7)
+    m = {n: probes.medians(H[n], mode) for n in norms}
+    plots.probe_curves(ax, ep, {**{f"{name[n]}: noisy": (m[n].noisy, plots.color(n), "-", "o") for n in norms},
+                                **{f"{plots.label(n)}: clean": (m[n].clean, plots.color(n), "--", "s") for n in norms}})
+    ax.set(title=f"{MODE[mode]}\nmedians of {probes.probe_counts(H[norms[0]], mode)} samples per seed",
+           xlabel="epoch", ylabel="median per-sample gradient l2 norm", yscale="log")
+    plots.plain_log_axis(ax)
 fig.tight_layout()
+plots.figure_legend(fig, axes, BARS, ncol=len(norms))
 run.figure(fig, "median_norms")
 
 # %% [markdown]
 # ## Figure 3: noisy/clean ratio and the noisy samples' share of the gradient
-# Left: median noisy norm / median clean norm per model (`"batch"` solid, `"eval"` dotted).
-# Right: share of the summed per-sample gradient norms carried by noisy samples (`"eval"` probe
-# of natural composition; dotted line: their share of the samples).
+# Left and middle: median noisy norm / median clean norm per model, under the two definitions
+# (the same y axis). Right: share of the summed per-sample gradient norms carried by noisy
+# samples (`"eval"` probe of natural composition; dotted line: their share of the samples).
 
 # %%
-fig, axes = plots.panels(2, 4.75)
-for norm in norms:
-    for mode, ls in (("batch", "-"), ("eval", ":")):
-        plots.band(axes[0], ep, probes.medians(H[norm], mode).ratio, norm, f"{name[norm]} ({mode})", ls)
-    plots.band(axes[1], ep, probes.medians(H[norm], "eval").share, norm, name[norm])
-axes[0].set(xlabel="epoch", ylabel="median noisy / median clean norm (log scale)", yscale="log")
-axes[1].axhline(noise_frac, color="k", linestyle=":", linewidth=1)
-axes[1].set(xlabel="epoch", ylabel="share of total gradient norm (noisy)", ylim=(0, 1))
-for ax in axes:
-    ax.legend(fontsize=7)
+fig, axes = plots.panels(3, 3.7, 3.4)
+axes[1].sharey(axes[0])
+for ax, mode in zip(axes, ("batch", "eval")):
+    plots.probe_curves(ax, ep, {name[n]: (probes.medians(H[n], mode).ratio, plots.color(n), "-", "o")
+                                for n in norms})
+    ax.axhline(1, color="grey", lw=0.8, ls=":", label="equal medians (ratio 1)")
+    ax.set(title=MODE[mode], xlabel="epoch", ylabel="median noisy / median clean norm", yscale="log")
+plots.plain_log_axis(axes[0])
+plots.probe_curves(axes[2], ep, {name[n]: (probes.medians(H[n], "eval").share, plots.color(n), "-", "o")
+                                 for n in norms})
+axes[2].axhline(noise_frac, color="k", ls=":", lw=1, label=f"noisy share of the samples ({noise_frac:.0%})")
+axes[2].set(title=f"running statistics, all {n_probe} probe samples", xlabel="epoch", ylim=(0, 1),
+            ylabel="share of the summed gradient norm\ncarried by noisy samples")
 fig.tight_layout()
+plots.figure_legend(fig, axes, BARS, ncol=2)
 run.figure(fig, "noisy_clean_ratio")
 
 # %% [markdown]
 # ## Figure 4: the batch statistics' part of the gradient (the theory's simplification)
 # The paper's theory treats BN's batch statistics as fixed during a step. Left: the median over
-# probe samples of `"batch_fixed"` / `"batch"` norm, noisy (solid) and clean (dashed) — how far
-# each sample's gradient changes once the gradient through the batch mean and variance is
-# dropped (1 would mean not at all). Right: the median noisy/clean ratio under both
-# definitions. For no-BN models the two definitions coincide (a ratio of exactly 1).
+# probe samples of the `"batch_fixed"` / the exact `"batch"` norm, noisy (solid) and clean
+# (dashed): how far a sample's gradient changes once the gradient through the batch mean and
+# variance is dropped (1: not at all). Right: the median noisy/clean ratio under both
+# definitions. For no-BN models the two coincide (not shown).
 
 # %%
 bn_like = [n for n in norms if n in ("bn", "bn_noaffine")]
-fig, axes = plots.panels(2, 4.75)
-for norm in bn_like:
-    noisy, clean = probes.fixed_over_batch(H[norm])
-    plots.band(axes[0], ep, noisy, norm, f"{plots.label(norm)}: noisy")
-    plots.band(axes[0], ep, clean, norm, f"{plots.label(norm)}: clean", "--")
-    for mode, ls in (("batch", "-"), ("batch_fixed", "-.")):
-        r = probes.medians(H[norm], mode).ratio
-        plots.band(axes[1], ep, r, norm, f"{plots.label(norm)} ({mode})", ls)
-axes[0].axhline(1.0, color="k", linestyle=":", linewidth=1)
-axes[0].set(xlabel="epoch", ylabel="median batch_fixed / batch norm")
-axes[1].set(xlabel="epoch", ylabel="median noisy / median clean norm (log scale)", yscale="log")
-for ax in axes:
-    ax.legend(fontsize=7)
+fig, axes = plots.panels(2, 4.6, 3.6)
+left, right = {}, {}
+for n in bn_like:
+    noisy, clean = probes.fixed_over_batch(H[n])
+    left[f"{name[n]}: noisy"] = (noisy, plots.color(n), "-", "o")
+    left[f"{plots.label(n)}: clean"] = (clean, plots.color(n), "--", "s")
+    for mode, ls, mk in (("batch", "-", "o"), ("batch_fixed", "-.", "^")):
+        right[f"{plots.label(n)}, {MODE[mode]}"] = (probes.medians(H[n], mode).ratio, plots.color(n), ls, mk)
+for ax, cur in zip(axes, (left, right)):
+    plots.probe_curves(ax, ep, cur)
+axes[0].axhline(1.0, color="grey", lw=0.8, ls=":", label="held fixed = exact (ratio 1)")
+axes[0].set(xlabel="epoch", ylabel="norm, statistics held fixed / exact norm\n(median over probe samples)",
+            title=f"per sample ({probes.probe_counts(H['bn'], 'batch')} per seed)")
+axes[1].set(xlabel="epoch", ylabel="median noisy / median clean norm", yscale="log",
+            title="noisy/clean ratio under both definitions")
+plots.plain_log_axis(axes[1])
 fig.tight_layout()
+for ax in axes:
+    plots.legend_below(ax, title=BARS, title_fontsize=7)
 run.figure(fig, "fixed_statistics")
 
 # %% [markdown]
 # ## Figure 5: which parameters carry the noisy samples' gradient
-# The `"batch"` norm split by parameter group (`bnpaper.grads` groups: conv/linear `weight`,
-# BN `gamma` and `beta`, linear `bias`): median noisy / median clean norm of each group, per
-# model. The theory says outliers drive the growth of gamma; a noisy/clean ratio on `gamma`
-# above the one on the weights says that noisy samples push on gamma harder than on the rest,
-# relative to clean samples (the norm does not say in which direction they push).
+# The exact `"batch"` norm split by parameter group (`bnpaper.grads`): median noisy / median
+# clean norm of each group, per model. The theory says outliers drive the growth of gamma; a
+# noisy/clean ratio on gamma above the one on the weights says that noisy samples push on gamma
+# harder than on the rest, relative to clean samples (the norm does not say in which direction).
 
 # %%
-GROUP_STYLE = {"weight": "-", "gamma": "--", "beta": ":", "bias": "-.", "other": (0, (1, 3))}
-fig, axes = plots.panels(len(norms), 3.6, 3.2)
-for ax, norm in zip(axes, norms):
-    ax.sharey(axes[0])
-    for g in probes.groups(H[norm][0]):
-        plots.band(ax, ep, probes.group_ratio(H[norm], g), norm, g, GROUP_STYLE.get(g, "-"))
-    ax.set(title=name[norm], xlabel="epoch", yscale="log",
-           ylabel="median noisy / median clean norm (log scale)" if norm == norms[0] else None)
-    ax.legend(fontsize=7)
+fig, axes = plots.panels(len(norms), 3.8, 3.4)
+plots.group_ratio_panels(axes, ep, {name[n]: {g: probes.group_ratio(H[n], g) for g in probes.groups(H[n][0])}
+                                    for n in norms}, f"median noisy / median clean norm\n{MODE['batch']}")
 fig.tight_layout()
+plots.figure_legend(fig, axes, BARS)
 run.figure(fig, "groups_noisy_clean_ratio")
 
 # %% [markdown]

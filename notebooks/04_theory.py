@@ -16,6 +16,7 @@
 
 # %% [markdown]
 # # 4. Theory: does BN multiply an outlier's per-step margin growth by (gamma/sigma)^2?
+# *Reference run:* [figures](../figures/04_theory/fashion_mnist/) · [this notebook executed](../figures/04_theory/fashion_mnist/04_theory.html) · [report](../figures/REPORT.md)
 #
 # **The paper's claim.** For one convolutional channel followed by BN and a linear classifier
 # (batch statistics treated as fixed during a step), BN multiplies the per-step growth of an
@@ -74,7 +75,6 @@ from bnpaper import notebook; run = notebook.start(globals(), "04_theory")  # no
 # %%
 import numpy as np
 import sympy as sp
-
 from bnpaper import claims, data, plots, stats, theory as S, train, units
 
 plots.use_style()

@@ -16,6 +16,7 @@
 
 # %% [markdown]
 # # 5. Mitigation: does bounding gamma/sigma reduce memorization while keeping utility?
+# *Reference run:* [figures](../figures/05_mitigation/fashion_mnist/) · [this notebook executed](../figures/05_mitigation/fashion_mnist/05_mitigation.html) · [report](../figures/REPORT.md)
 #
 # **The paper's claim.** BN multiplies an outlier's per-step margin growth by (gamma/sigma)^2
 # (notebook 04). A **gamma/sigma regularizer** that bounds the ratio during training *"reduces
@@ -78,7 +79,6 @@ from bnpaper import notebook; run = notebook.start(globals(), "05_mitigation")  
 import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown, display
-
 from bnpaper import claims, data, mitigation, plots, train, units
 
 plots.use_style()
@@ -107,62 +107,64 @@ print(f"{len(runs)} models ready")
 
 # %% [markdown]
 # ## Figure 1 and table: memorization and utility
-# Top: accuracy on the corrupted samples w.r.t. their *corrupted* labels (chance is 1/classes);
-# bottom: clean test accuracy; mean over seeds, band = min..max. The table adds mean memorization
-# over training (speed and strength), the flipped samples' accuracy on their *true* labels (n/a for
-# OOD samples: theirs is the replaced image's) and clean train accuracy, over each variant's seeds.
+# Top: accuracy on the corrupted samples w.r.t. their *corrupted* labels (dotted: chance, 1/classes);
+# bottom: clean test accuracy of the same models; mean over seeds, band = min..max over seeds; the
+# legend gives each model's final values (the table's). The table adds mean memorization over
+# training (speed and strength), the flipped samples' accuracy on their *true* labels (n/a for OOD
+# samples: theirs is the replaced image's) and clean train accuracy, over each variant's seeds.
 
 # %%
-fig, axes = plt.subplots(2, len(corruption), figsize=(4.6 * len(corruption), 6.2),
-                         squeeze=False, sharex=True)
-for j, corr in enumerate(corruption):
-    for v in MAIN:
-        plots.band(axes[0, j], ep, train.curves(hist(corr, v), "noisy_acc"), v.color, v.label)
-        plots.band(axes[1, j], ep, train.curves(hist(corr, v), "test_acc"), v.color, v.label)
-    axes[0, j].set(title=f"{TITLE[corr]} ({noise_frac:.0%} of {n_train})", ylim=(0, 1.02),
-                   ylabel="memorization (acc. on corrupted labels)")
-    axes[1, j].set(xlabel="epoch", ylabel="clean test accuracy")
-    axes[0, j].legend()
-fig.tight_layout()
-run.figure(fig, "memorization_curves")
 summary = {f"{c}/{v.name}": mitigation.summarize(hist(c, v, seeds if v in MAIN else sweep_seeds), c)
            for c in corruption for v in ALL}
+fig, axes = plt.subplots(2, len(corruption), figsize=(4.8 * len(corruption), 6.4), squeeze=False, sharex=True)
+for j, corr in enumerate(corruption):
+    plots.memorization_column(axes[:, j], ep, {mitigation.curve_label(v.label, summary[f"{corr}/{v.name}"]):
+                                               (train.curves(hist(corr, v), "noisy_acc"),
+                                                train.curves(hist(corr, v), "test_acc"), v.color) for v in MAIN},
+                              f"{TITLE[corr]}: {noise_frac:.0%} of {n_train} training samples corrupted", ds.n_classes)
+fig.tight_layout()
+run.figure(fig, "memorization_curves")
 display(Markdown(mitigation.summary_table(summary, ALL)))
 
 # %% [markdown]
 # ## Figure 2: the utility/memorization trade-off
-# One point per variant (mean over `sweep_seeds`): final memorization against clean test accuracy;
-# up and to the left is better. Circles: the penalty (lambda, tau); squares: the projection (tau).
+# One point per variant, mean over every seed it trained on (`seeds` for the three models of the
+# verdict, `sweep_seeds` for the other sweep points; error bars: the range over seeds): final
+# memorization against clean test accuracy, up and to the left is better. Circles: the penalty
+# (lambda, tau); squares: the projection (tau). results.json's `tradeoff`: means over `sweep_seeds`.
 
 # %%
 tradeoff = mitigation.sweep_table(runs, corruption, ALL, sweep_seeds)
-seeds_txt = ("seed " if len(sweep_seeds) == 1 else "mean of seeds ") + ", ".join(map(str, sweep_seeds))
 fig, axes = plots.panels(len(corruption), 4.8, 3.8)
 for ax, corr in zip(axes, corruption):
-    plots.tradeoff(ax, [{"x": tradeoff[f"{corr}/{v.name}"]["memorization"], "family": v.family,
-                         "y": tradeoff[f"{corr}/{v.name}"]["clean_test_acc"], "note": v.params,
-                         "color": plots.color(v.color), "kind": v.mit.method.replace("none", "base")}
-                        for v in ALL], f"{TITLE[corr]} ({seeds_txt})")
+    pts = mitigation.tradeoff_points(runs, corr, ALL)
+    plots.tradeoff(ax, [pts[v.name] | {"family": v.family, "note": v.params + " (judged)" * (v == HEAD),
+                                       "color": plots.color(v.color), "kind": v.mit.method.replace("none", "base")}
+                        for v in ALL], f"{TITLE[corr]}: mean over seeds, bars: range over seeds")
 fig.tight_layout()
 run.figure(fig, "tradeoff")
 
 # %% [markdown]
 # ## Figure 3: gamma/sigma before and after
 # Per-channel |gamma_c| / sqrt(running_var_c + eps) of every BN layer after training, pooled over
-# layers and seeds (dashed: tau); the paper reports gamma/sigma > 1 in most channels. BN's output
-# ignores the scale of the weights before it, so the penalty can be met by a smaller gamma *or* a
-# larger sigma (larger pre-BN weights, which also slows their learning): the table shows which.
+# layers and seeds (dashed: tau; the paper reports gamma/sigma > 1 in most channels), with clean
+# test accuracy in the legend. BN's output ignores the scale of the weights before it, so the
+# penalty can be met by a smaller gamma *or* a larger sigma (larger pre-BN weights, which also
+# slows their learning): the table shows which.
 
 # %%
-fig, axes = plots.panels(len(corruption), 4.6, 3.2)
+fig, axes = plots.panels(len(corruption), 4.8, 4.0)
 gs_summary = {}
 for ax, corr in zip(axes, corruption):
     scales = {v: mitigation.channel_scales([runs[corr, v.name, s] for s in seeds], ds) for v in (BN, HEAD)}
     gs_summary |= {f"{corr}/{v.name}": mitigation.scale_summary(g, sg, headline_tau)
                    for v, (g, sg, _) in scales.items()}
-    plots.log_histograms(ax, {v.label: (r, plots.color(v.color)) for v, (_, _, r) in scales.items()},
-                         TITLE[corr], r"$|\gamma_c| / \sigma_c$ (running statistics)", "channels",
-                         vline=headline_tau, zero_note="{n} channels with gamma = 0 not shown")
+    acc = {v: summary[f"{corr}/{v.name}"]["clean_test_acc"] for v in scales}
+    plots.log_histograms(
+        ax, {mitigation.scale_label(v.label, r, len(seeds), acc[v]): (r, plots.color(v.color))
+             for v, (_, _, r) in scales.items()}, f"{TITLE[corr]}: BN channels of every layer and seed",
+        r"$|\gamma_c| / \sigma_c$ per channel ($\sigma_c$ from the running variance)", "channels per bin",
+        vlines=mitigation.scale_lines(headline_tau), zero_note=r"{n} channels with $\gamma$ = 0 not shown")
 fig.tight_layout()
 run.figure(fig, "gamma_sigma")
 display(Markdown(mitigation.scale_table(gs_summary, ALL)))
@@ -189,12 +191,10 @@ if lira:
     ls = lira_out.summary
     display(Markdown(f"LiRA ({lira_variant}, {lira_shadows} shadows, mean over targets)\n\n"
                      + mitigation.lira_table(ls, [BN, HEAD])))
-    fig, ax = plt.subplots(figsize=(4.4, 4.0))
-    plots.roc_loglog(ax, {f"{v.label}\nmean per-target AUC {ls[v.name]['all']['auc']:.3f}\nclean "
-                          f"test acc. {ls[v.name]['shadow_test_acc']:.3f}":
-                          (*lira_out.roc(v.name), plots.color(v.color)) for v in (BN, HEAD)},
-                     f"LiRA ({lira_variant}): ROC of all targets pooled")
-    ax.legend(loc="lower right", fontsize=7)
+    fig, ax = plt.subplots(figsize=(5.4, 5.4))
+    plots.roc_loglog(ax, {mitigation.lira_labels(lira_out, (BN, HEAD))[v.name]: (*lira_out.roc(v.name), plots.color(
+        v.color)) for v in (BN, HEAD)}, mitigation.lira_title(lira_out, lira_variant, lira_shadows, BN.name,
+                                                             HEAD.name, claims.acc_tolerance("05")))
     fig.tight_layout()
     run.figure(fig, "lira_roc")
 

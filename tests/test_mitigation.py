@@ -286,10 +286,13 @@ def test_summarize_means_over_seeds_and_hides_true_labels_of_ood_samples():
     assert mitigation.summarize(h, "ood")["noisy_true_acc"] is None
 
 
+class R:
+    """A TrainResult stand-in: only the history is read."""
+    def __init__(self, h):
+        self.history = h
+
+
 def test_sweep_table_uses_only_the_given_seeds_and_each_variant_once():
-    class R:  # a TrainResult stand-in: only the history is read
-        def __init__(self, h):
-            self.history = h
     bn, pen = mitigation.Variant("bn"), mitigation.Variant("bn", MC("penalty", 0.1, 1.0))
     runs = {("flip", "bn", 0): R(_history([0.0, 0.8], [0.1, 0.9])),
             ("flip", "bn", 1): R(_history([0.0, 0.2], [0.1, 0.1])),
@@ -433,5 +436,32 @@ def test_log_histograms_cover_every_value_and_count_zeros():
     v = np.array([0.0, 0.0, 2e-4, 0.5, 30.0])
     plots.log_histograms(ax, {"a": (v, "red")}, "t", "x", zero_note="{n} zeros dropped")
     counts = sum(p.get_height() for p in ax.patches)
-    assert counts == 3 and ax.get_title() == "t (2 zeros dropped)"
+    assert counts == 3 and ax.get_title() == "t\n(2 zeros dropped)"
     plt.close(fig)
+
+
+def test_tradeoff_points_use_every_seed_of_a_variant_with_its_range():
+    bn, pen = mitigation.Variant("bn"), mitigation.Variant("bn", MC("penalty", 0.1, 1.0))
+    runs = {("flip", "bn", 0): R(_history([0.0, 0.8], [0.1, 0.9])),
+            ("flip", "bn", 1): R(_history([0.0, 0.2], [0.1, 0.7])),
+            ("ood", "bn", 0): R(_history([0.0, 0.5], [0.1, 0.5])),
+            ("flip", pen.name, 0): R(_history([0.0, 0.4], [0.1, 0.85]))}
+    pts = mitigation.tradeoff_points(runs, "flip", [bn, pen])
+    assert pts["bn"]["n"] == 2 and pts["bn"]["x"] == pytest.approx(0.5)
+    assert pts["bn"]["x_range"] == pytest.approx((0.2, 0.8)) and pts["bn"]["y_range"] == pytest.approx((0.7, 0.9))
+    assert pts[pen.name]["n"] == 1 and pts[pen.name]["y"] == pytest.approx(0.85)
+
+
+def test_lira_reading_calls_a_lower_auc_at_lower_accuracy_no_privacy_win():
+    from bnpaper.stats import Estimate
+
+    def reading(acc_reg, delta):
+        s = {"bn": {"all": {"auc": 0.77}, "shadow_test_acc": 0.75},
+             "reg": {"all": {"auc": 0.50}, "shadow_test_acc": acc_reg}}
+        return mitigation.lira_reading(mitigation.LiraComparison({}, np.zeros((1, 1)), s, {"all": delta}),
+                                       "bn", "reg", tol=0.01)
+    lower = Estimate(0.27, 0.25, 0.29, 8)
+    assert "not a privacy win" in reading(0.55, lower) and "0.20 lower" in reading(0.55, lower)
+    assert "privacy gain at equal utility" in reading(0.745, lower)
+    assert "does not clearly change" in reading(0.745, Estimate(0.01, -0.02, 0.04, 8))
+    assert "higher" in reading(0.745, Estimate(-0.1, -0.2, -0.05, 8))

@@ -120,6 +120,14 @@ def test_pooled_log10_pools_runs_at_one_epoch():
         probes.pooled_log10([_history(2.0)], 2)
 
 
+def test_probe_counts_say_how_many_samples_each_median_is_over():
+    h = _history(2.0)
+    assert probes.probe_counts([h, _history(4.0)]) == "3 noisy, 3 clean"
+    fewer = {**h, "grads": [{**r, "batch_noisy": r["batch_noisy"][1:], "batch_norm": r["batch_norm"][1:]}
+                            for r in h["grads"]]}
+    assert probes.probe_counts([h, fewer], "batch") == "2-3 noisy, 3 clean"
+
+
 def test_summary_agrees_with_the_verdict_statistic():
     hs = {"bn": [_history(2.0), _history(4.0)], "none": [_history(1.0), _history(1.5)]}
     s = probes.summary(hs)
