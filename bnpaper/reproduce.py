@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +144,9 @@ def run(dataset: str, budget: str, only: Sequence[str] | None = None,
         cached = cache_entries()
         dst = out / f"{nb}.ipynb"
         log(f"[bnpaper] {nb}: {', '.join(f'{k}={v!r}' for k, v in injected.items())} -> {dst}")
+        if reference:  # no figure or result of older code survives next to the new ones
+            for kind in ("figures", "results"):
+                shutil.rmtree(output_root() / kind / nb / dataset, ignore_errors=True)
         t0 = time.perf_counter()
         execute(nb, injected, dst, log)
         dt = time.perf_counter() - t0
