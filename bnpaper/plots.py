@@ -431,9 +431,9 @@ def delta_auc_points(ax: plt.Axes, mixes: Sequence[float], deltas: dict, minimum
                     label=None if shown else "paper: at least (all examples)")
             shown = True
     ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xticks(range(len(mixes)), [f"{m:.0%} outliers\nclean acc. BN {acc[m]['bn']:.2f}\n"
-                                      f"no-BN {acc[m]['none']:.2f}" for m in mixes], fontsize=8)
-    ax.set(xlim=(-0.6, len(mixes) - 0.4), xlabel="outlier mix of the pool",
+    ax.set_xticks(range(len(mixes)), [f"{m:.0%}\nBN {acc[m]['bn']:.2f}\nno-BN {acc[m]['none']:.2f}"
+                                      for m in mixes], fontsize=8)
+    ax.set(xlim=(-0.6, len(mixes) - 0.4), xlabel="outlier mix of the pool (below it: clean test accuracy)",
            ylabel="AUC(BN) - AUC(no-BN) (points)", title=title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
 
@@ -448,7 +448,7 @@ def memorization_hists(axes: Sequence[plt.Axes], mem: dict, outliers: np.ndarray
             if sel.any():
                 ax.hist(m[sel], bins, color=color(norm), alpha=0.45, density=True,
                         label=f"{label(norm)} (test acc. {acc[norm]:.2f}): mean {m[sel].mean():.2f}")
-        ax.set(xlabel="memorization score (< 0: predicted better when held out)", ylabel="density",
+        ax.set(xlabel="memorization score\n(< 0: predicted better when held out)", ylabel="density",
                title=f"{title}: {int(sel.sum())} {what}")
         ax.legend(loc="upper center", fontsize=7)
         ax.set_ylim(0, ax.get_ylim()[1] * 1.35)  # room for the legend above the bars
