@@ -99,21 +99,27 @@ def check_data(p: dict[str, Any]) -> None:
         locate(p["ood_source"])
 
 
+def _shown(path: Path) -> str:
+    """A path as the notebook prints it: relative to the repository when inside it (so that no
+    machine's folder ends up in a committed page)."""
+    try:
+        rel = path.resolve().relative_to(repo_root())
+    except ValueError:
+        return str(path)
+    return "./" if str(rel) == "." else f"{rel}/"
+
+
 def describe(run: Run) -> str:
     """Two lines: the configuration (what differs from the defaults, and why) and the machine."""
     import torch
 
     changed = ", ".join(f"{k}={run.params[k]!r} ({src})" for k, src in run.changed.items()
                         if k not in ("dataset", "budget"))
-    out = output_root()
-    try:
-        where = out.relative_to(repo_root())
-        where = "the repository (reference run)" if str(where) == "." else f"{where}/"
-    except ValueError:
-        where = str(out)
+    where, cache = _shown(output_root()), _shown(cache_root())
+    where = "the repository (reference run)" if where == "./" else where
     return (f"{run.notebook}: dataset {run.dataset}, budget {run.params['budget']}"
             f"{'; ' + changed if changed else '; notebook defaults'}\n"
-            f"outputs -> {where}; cache -> {cache_root()}\n"
+            f"outputs -> {where}; cache -> {cache}\n"
             f"python {platform.python_version()}, torch {torch.__version__}, "
             f"{torch.get_num_threads()} threads")
 

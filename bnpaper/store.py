@@ -29,6 +29,8 @@ import torch
 from .config import ConfigError, cache_root, output_root
 
 T = TypeVar("T")
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 PACKAGE = Path(__file__).resolve().parent
 
 
@@ -73,6 +75,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
