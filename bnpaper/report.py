@@ -82,9 +82,10 @@ def run_time_line(root: Path | None = None, dataset: str = "fashion_mnist") -> s
     total = sum(r["seconds"] for r in recs)
     budgets = sorted({r["budget"] for r in recs})
     cores = sorted({r.get("cpu_count") for r in recs}, key=str)
-    warm = [r["notebook"].split("_")[0] for r in recs if r.get("cache_entries_at_start")]
-    start = ("each notebook started with an empty run cache" if not warm else
-             f"notebooks {', '.join(warm)} started with cached units (faster than a cold run)")
+    first = recs[0].get("cache_entries_at_start", 0)
+    start = ("the run started from an empty run cache (a later notebook reuses the units an "
+             "earlier one trained with the same configuration)" if not first else
+             f"the run started with {first} cached units (faster than a cold run)")
     times = " · ".join(f"{r['notebook'].split('_')[0]} {r['seconds']:.0f} s" for r in recs)
     return (f"Run time ({'/'.join(budgets)} budget, {dataset}, {'/'.join(map(str, cores))} cores): "
             f"{times} · total {total / 60:.1f} min; {start}.")

@@ -64,9 +64,11 @@ def test_runner_records_run_times_and_the_report_prints_them(tmp_path, monkeypat
     line = report.run_time_line(tmp_path)
     assert line.startswith("Run time (quick budget, fashion_mnist, ")
     assert "01 583 s · 03 104 s · total 11.5 min" in line
-    assert "notebooks 03 started with cached units" in line
+    assert "the run started from an empty run cache" in line
     assert line in report.readme_block(tmp_path) and line in report.render(tmp_path)
     assert report.run_time_line(tmp_path, "mnist") == ""
+    reproduce.write_run_time("01_forced_memorization", "fashion_mnist", "quick", 583.2, 12)
+    assert "the run started with 12 cached units" in report.run_time_line(tmp_path)
 
 
 def test_verdict_cell_carries_the_magnitude_note(tmp_path):
