@@ -186,8 +186,7 @@ def _cross_common(p: dict) -> None:
         limit = p["n_train"] // 2 if "n_shadows" in p else p["n_train"]
         _need(p["batch_size"] <= limit, f"batch_size={p['batch_size']} is out of range; allowed: "
               f"an integer in [2, {limit}] ({'n_train/2, the size of a shadow training set' if 'n_shadows' in p else 'n_train'})")
-    n_max = {"n_train": "train", "lira_n": "train"}
-    for key in n_max:
+    for key in ("n_train", "lira_n"):  # samples drawn from the training set
         if isinstance(p.get(key), int) and "dataset" in p:
             size = DATASET_SIZES[p["dataset"]]
             _need(p[key] <= size, f"{key}={p[key]} is out of range; allowed: an integer "
