@@ -69,26 +69,6 @@ def t_paired_diff(a: Sequence[float], b: Sequence[float], level: float = 0.95) -
     return t_mean(a - b, level)
 
 
-def verdict(est: Estimate, need: float = 0.0, acc_advantage: float | None = None,
-            acc_tolerance: float | None = None) -> str:
-    """The verdict on a claim "the effect is positive and at least `need`", from an estimate
-    of the effect (BN minus no-BN, or a ratio minus its null value):
-
-      reproduced      the interval excludes 0 (lo > 0) and the estimate reaches `need`
-      not reproduced  the interval lies below `need` (hi < need; for need = 0: the opposite sign)
-      inconclusive    otherwise, or when a "reproduced" comparison is confounded: BN's clean
-                      test accuracy exceeds the other model's by more than `acc_tolerance`
-                      (`acc_advantage`), so the other model may leak less because it learned less.
-    """
-    if est.hi < need:
-        return "not reproduced"
-    if est.lo > 0 and est.value >= need:
-        if acc_advantage is not None and acc_tolerance is not None and acc_advantage > acc_tolerance:
-            return "inconclusive"
-        return "reproduced"
-    return "inconclusive"
-
-
 def epochs_to(curve: Sequence[float], epochs: Sequence[int], threshold: float) -> float:
     """First epoch at which `curve` reaches `threshold` (inf if it never does)."""
     for e, v in zip(epochs, curve):
