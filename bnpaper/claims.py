@@ -118,6 +118,40 @@ def judge(claim_id: str, est: Estimate, section: str | None = None,
     fmt = {k: v for k, v in fields.items() if isinstance(v, (str, int, float))}
     row = {"id": claim_id, "claim": c["words"].format(**fmt), "paper": c["paper"].format(**fmt),
            "test": c["test"], "measured": est.value, "lo": est.lo, "hi": est.hi,
-           "n": est.n, "verdict": verdict, "magnitude": note}
+           "n": est.n, "verdict": verdict, "magnitude": note, "p": p_value(c, est)}
     row.update(fields)
     return row
+
+
+def p_value(c: dict, est: Estimate) -> float | None:
+    """The one-sided p-value of the claim's test, H0 "the claim fails": the effect is at most 0
+    (direction), at most the threshold (at_least), at most 0.5 (more_than_half), outside the
+    band (within: the larger of the two one-sided tests, TOST). None for an exact identity."""
+    t = c["test"]
+    if t == "exact":
+        return None
+    if t == "within":
+        a, b = map(float, c["band"])
+        return max(est.p_above(a), est.p_below(b))
+    return est.p_above({"direction": 0.0, "more_than_half": 0.5}.get(t, c.get("threshold", 0.0)))
+
+
+HOLM_ALPHA = 0.025  # one-sided; a family of one keeps the 95% interval's rule
+
+
+def holm(rows: list[dict], alpha: float = HOLM_ALPHA) -> list[dict]:
+    """Holm's step-down correction over one family of verdict rows (one notebook's run), in
+    place: each statistical row gets `p_holm` and `family_size`; a "reproduced" whose adjusted
+    p-value is not below `alpha` becomes "inconclusive", and says so. Rows without a p-value
+    (exact identities, no interval) are not part of the family."""
+    tested = [r for r in rows if r.get("p") is not None and math.isfinite(r["p"])]
+    m, running = len(tested), 0.0
+    for i, r in enumerate(sorted(tested, key=lambda r: r["p"])):
+        running = max(running, min(1.0, (m - i) * r["p"]))
+        r["p_holm"], r["family_size"] = running, m
+        if r["verdict"] == "reproduced" and running >= alpha:
+            r["verdict"] = "inconclusive"
+            why = (f"not significant after Holm's correction over the {m} claims of this run "
+                   f"(p = {r['p']:.2g}, adjusted {running:.2g})")
+            r["magnitude"] = "; ".join(x for x in (r.get("magnitude"), why) if x)
+    return rows

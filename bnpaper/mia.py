@@ -232,7 +232,8 @@ def attack_metrics(scores: np.ndarray, member: np.ndarray, fprs=FPRS, n_boot: in
             boots[k].append(fn(s[i], y[i]))
     a = (1 - level) / 2
     out = {k: Estimate(v, float(np.quantile(boots[k], a)), float(np.quantile(boots[k], 1 - a)),
-                       len(s), level) for k, v in point.items()}
+                       len(s), level, se=float(np.std(boots[k], ddof=1)))
+           for k, v in point.items()}
     resolvable = {f: f >= 1.0 / max(n0, 1) for f in fprs}
     for f, ok in resolvable.items():
         if not ok:
@@ -307,7 +308,7 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
     boots = np.asarray(boots)[np.isfinite(boots)]
     q = (1 - level) / 2
     return Estimate(point, float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q)),
-                    sum(len(a) for a, _, _ in data), level)
+                    sum(len(a) for a, _, _ in data), level, se=float(np.std(boots, ddof=1)))
 
 
 def memorization_score(correct: np.ndarray, keep: np.ndarray) -> np.ndarray:

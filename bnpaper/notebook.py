@@ -43,17 +43,29 @@ class Run:
     def dataset(self) -> str:
         return self.params["dataset"]
 
+    @property
+    def label(self) -> str:
+        """The configuration's folder below figures/<notebook>/ and results/<notebook>/: the
+        dataset for the budget's own configuration, e.g. `fashion_mnist`, else with the budget
+        and every changed value, e.g. `fashion_mnist.full.arch=resnet20`."""
+        return _params.config_label(self.notebook, self.params)
+
     def figure(self, fig, name: str) -> None:
-        """Save `fig` as figures/<notebook>/<dataset>/<name>.png and .pdf (returns nothing, so a
+        """Save `fig` as figures/<notebook>/<label>/<name>.png and .pdf (returns nothing, so a
         notebook cell echoes no path)."""
         from .plots import save_figure
-        save_figure(fig, self.notebook, self.dataset, name)
+        save_figure(fig, self.notebook, self.label, name)
 
     def save(self, results: dict) -> None:
-        """Write results/<notebook>/<dataset>/results.json (with the parameters)."""
+        """Write results/<notebook>/<label>/results.json with the parameters. Its verdict rows
+        ("claims") are one family: they are corrected for multiple testing (Holm) here, in place,
+        so that what the notebook prints afterwards is the corrected verdict."""
+        from .claims import holm
         from .store import save_results
-        save_results(self.notebook, self.dataset, {"notebook": self.notebook,
-                                                   "params": self.params, **results})
+        if results.get("claims"):
+            holm(results["claims"])
+        save_results(self.notebook, self.label, {"notebook": self.notebook, "label": self.label,
+                                                 "params": self.params, **results})
 
 
 def start(namespace: dict, notebook: str, quiet: bool = False) -> Run:
@@ -119,11 +131,11 @@ def describe(run: Run) -> str:
     where = "the repository (reference run)" if where == "./" else where
     return (f"{run.notebook}: dataset {run.dataset}, budget {run.params['budget']}"
             f"{'; ' + changed if changed else '; notebook defaults'}\n"
-            f"outputs -> {where}; cache -> {cache}\n"
+            f"outputs -> {where} (figures/results folder {run.label}); cache -> {cache}\n"
             f"python {platform.python_version()}, torch {torch.__version__}, "
             f"{torch.get_num_threads()} threads")
 
 
 def figure_paths(run: Run, names: list[str]) -> list[str]:
     """Repository-relative paths of the key figures (for the report)."""
-    return [str(Path("figures") / run.notebook / run.dataset / f"{n}.png") for n in names]
+    return [str(Path("figures") / run.notebook / run.label / f"{n}.png") for n in names]

@@ -10,6 +10,7 @@ declares is an error) and one section per notebook (keys that notebook must decl
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -363,3 +364,27 @@ def flat_file(notebook: str, explicit: Mapping[str, Any] | None = None) -> str:
     """The resolved parameters as a flat YAML mapping, for `papermill -f`."""
     r = resolve(notebook, explicit)
     return yaml.safe_dump(r.values, sort_keys=False, default_flow_style=None)
+
+
+def _label_value(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        return ",".join(_label_value(x) for x in v)
+    if isinstance(v, dict):
+        return ",".join(f"{k}:{_label_value(x)}" for k, x in v.items())
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def config_label(notebook: str, values: Mapping[str, Any]) -> str:
+    """The folder a run's figures and results go to: the dataset for the budget's own
+    configuration (quick: the reference), then `.<budget>` for any other budget and
+    `.<key>=<value>` for every value that differs from what the dataset and budget give, e.g.
+    `fashion_mnist.full.arch=resnet20`. A run of another configuration never overwrites one."""
+    notebook = notebook_name(notebook)
+    base = resolve(notebook, {"dataset": values["dataset"], "budget": values["budget"]}).values
+    parts = [str(values["dataset"])] + ([str(values["budget"])] if values["budget"] != "quick" else [])
+    parts += [f"{k}={_label_value(values[k])}" for k in sorted(values)
+              if k not in ("dataset", "budget") and values[k] != base.get(k)]
+    label = re.sub(r"[^A-Za-z0-9_.,:=+-]", "", ".".join(parts))
+    if len(label) > 96:  # a long list of overrides: keep it readable, keep it unique
+        label = label[:80] + "." + hashlib.sha1(label.encode()).hexdigest()[:10]
+    return label

@@ -142,25 +142,26 @@ def run(dataset: str, budget: str, only: Sequence[str] | None = None,
     records = []
     for nb, injected in todo.items():
         cached = cache_entries()
+        label = params.config_label(nb, params.resolve(nb, injected).values)
         dst = out / f"{nb}.ipynb"
         log(f"[bnpaper] {nb}: {', '.join(f'{k}={v!r}' for k, v in injected.items())} -> {dst}")
         if reference:  # no figure or result of older code survives next to the new ones
             for kind in ("figures", "results"):
-                shutil.rmtree(output_root() / kind / nb / dataset, ignore_errors=True)
+                shutil.rmtree(output_root() / kind / nb / label, ignore_errors=True)
         t0 = time.perf_counter()
         execute(nb, injected, dst, log)
         dt = time.perf_counter() - t0
         log(f"[bnpaper] {nb}: done in {dt:.0f} s")
-        write_run_time(nb, dataset, budget, dt, cached)
+        write_run_time(nb, label, budget, dt, cached)
         if reference:
-            log(f"[bnpaper] {nb}: page -> {render_page(dst, nb, dataset)}")
+            log(f"[bnpaper] {nb}: page -> {render_page(dst, nb, label)}")
         records.append(RunRecord(nb, dst, dt))
     return records
 
 
-def render_page(executed: Path, notebook: str, dataset: str) -> Path:
+def render_page(executed: Path, notebook: str, label: str) -> Path:
     """The executed notebook as one static HTML page (figures inline as PNG, readable without
-    JavaScript), next to its figures: figures/<notebook>/<dataset>/<notebook>.html."""
+    JavaScript), next to its figures: figures/<notebook>/<label>/<notebook>.html."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -170,7 +171,7 @@ def render_page(executed: Path, notebook: str, dataset: str) -> Path:
             out.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
     nb.metadata.pop("widgets", None)
     html, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
-    path = output_root() / "figures" / notebook / dataset / f"{notebook}.html"
+    path = output_root() / "figures" / notebook / label / f"{notebook}.html"
     atomic_write_bytes(path, html.encode())
     return path
 
@@ -181,10 +182,11 @@ def cache_entries() -> int:
     return sum(1 for _ in root.glob("*/*.pt")) if root.exists() else 0
 
 
-def write_run_time(notebook: str, dataset: str, budget: str, seconds: float,
+def write_run_time(notebook: str, label: str, budget: str, seconds: float,
                    cache_entries_at_start: int) -> None:
-    """Record a notebook's wall time next to its results (the report shows it)."""
-    path = output_root() / "results" / notebook / dataset / "run_time.json"
-    rec = {"notebook": notebook, "dataset": dataset, "budget": budget, "seconds": round(seconds, 1),
+    """Record a notebook's wall time next to its results, in its configuration's folder (the
+    report shows it)."""
+    path = output_root() / "results" / notebook / label / "run_time.json"
+    rec = {"notebook": notebook, "label": label, "budget": budget, "seconds": round(seconds, 1),
            "cpu_count": os.cpu_count(), "cache_entries_at_start": cache_entries_at_start}
     atomic_write_bytes(path, (json.dumps(rec, indent=1) + "\n").encode())

@@ -16,12 +16,36 @@ from scipy import stats as _sps
 
 @dataclass(frozen=True)
 class Estimate:
-    """A point estimate with a (lo, hi) confidence interval at `level`, from `n` values."""
+    """A point estimate with a (lo, hi) confidence interval at `level`, from `n` values; `se`
+    (standard error) and `df` (Student-t degrees of freedom, None: normal) when known."""
     value: float
     lo: float
     hi: float
     n: int
     level: float = 0.95
+    se: float | None = None
+    df: float | None = None
+
+    def p_above(self, null: float) -> float:
+        """One-sided p-value of H0: effect <= `null` (t with `df`, else normal). Without a
+        recorded `se`, the interval's half-width gives it (normal approximation); NaN when
+        there is no interval."""
+        se, df = self.se, self.df
+        if se is None:
+            if not (np.isfinite(self.lo) and np.isfinite(self.hi)):
+                return float("nan")
+            se, df = (self.hi - self.lo) / (2 * _sps.norm.ppf(0.5 + self.level / 2)), None
+        if not np.isfinite(se):
+            return float("nan")
+        if se == 0:
+            return 0.0 if self.value > null else 1.0
+        z = (self.value - null) / se
+        return float(_sps.t.sf(z, df) if df else _sps.norm.sf(z))
+
+    def p_below(self, null: float) -> float:
+        """One-sided p-value of H0: effect >= `null`."""
+        flipped = Estimate(-self.value, -self.hi, -self.lo, self.n, self.level, self.se, self.df)
+        return flipped.p_above(-null)
 
     def excludes_zero(self) -> bool:
         return self.lo > 0 or self.hi < 0
@@ -45,7 +69,8 @@ def bootstrap_mean(values: Sequence[float], n_boot: int = 10_000, level: float =
     means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(1)
     a = (1 - level) / 2
     return Estimate(float(v.mean()), float(np.quantile(means, a)),
-                    float(np.quantile(means, 1 - a)), int(v.size), level)
+                    float(np.quantile(means, 1 - a)), int(v.size), level,
+                    se=float(means.std(ddof=1)) if n_boot > 1 else None)
 
 
 def t_mean(values: Sequence[float], level: float = 0.95) -> Estimate:
@@ -57,8 +82,9 @@ def t_mean(values: Sequence[float], level: float = 0.95) -> Estimate:
     m = float(v.mean())
     if v.size < 2:
         return Estimate(m, -np.inf, np.inf, 1, level)
-    half = float(_sps.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
-    return Estimate(m, m - half, m + half, int(v.size), level)
+    se = float(v.std(ddof=1) / np.sqrt(v.size))
+    half = float(_sps.t.ppf(0.5 + level / 2, v.size - 1) * se)
+    return Estimate(m, m - half, m + half, int(v.size), level, se=se, df=v.size - 1)
 
 
 def t_paired_diff(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Estimate:

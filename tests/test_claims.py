@@ -80,3 +80,33 @@ def test_every_claim_in_the_file_has_what_its_test_needs():
     for cid in doc["claims"]:
         assert claims.claim(cid)["test"] in claims.TESTS
     assert set(doc["settings"]["acc_tolerance"]) == {"01", "02", "03", "04", "05"}
+
+
+def _row(p, verdict="reproduced"):
+    return {"p": p, "verdict": verdict, "magnitude": ""}
+
+
+def test_holm_adjusts_like_the_textbook_step_down_and_downgrades_only_what_fails():
+    rows = [_row(0.01), _row(0.004), _row(0.02), _row(None), _row(0.3, "not reproduced")]
+    claims.holm(rows)
+    # sorted p: 0.004, 0.01, 0.02, 0.3 (m = 4): 4*0.004, max(., 3*0.01), max(., 2*0.02), max(., 0.3)
+    assert [r.get("p_holm") for r in rows] == pytest.approx([0.03, 0.016, 0.04, None, 0.3])
+    assert [r["verdict"] for r in rows] == ["inconclusive", "reproduced", "inconclusive",
+                                           "reproduced", "not reproduced"]
+    assert "Holm" in rows[0]["magnitude"] and "4 claims" in rows[0]["magnitude"]
+    assert rows[3].get("family_size") is None  # an exact identity is not in the family
+    again = [dict(r) for r in rows]
+    claims.holm(again)  # idempotent: a second save does not add a second note
+    assert [r["magnitude"] for r in again] == [r["magnitude"] for r in rows]
+
+
+def test_a_family_of_one_keeps_the_interval_rule():
+    """One claim: p < 0.025 one-sided iff the 95% t interval's lower end is above 0."""
+    from bnpaper import stats
+    for values in ([0.2, 0.25, 0.3], [0.01, 0.3, -0.1], [0.05, 0.06, 0.2]):
+        e = stats.t_mean(values)
+        row = claims.judge("01.final.flip", e)
+        verdict = row["verdict"]
+        claims.holm([row])
+        assert row["verdict"] == verdict
+        assert (row["p"] < 0.025) == (e.lo > 0)

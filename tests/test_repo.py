@@ -105,7 +105,7 @@ def test_a_notebook_run_by_hand_leaves_the_repository_untouched(tmp_path, monkey
                     "--cwd", str(tmp_path)], check=True, capture_output=True)
     after = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
     assert after == before
-    assert (ROOT / "runs" / "manual" / "results" / "03_lira" / "fashion_mnist" / "results.json").exists()
+    assert (ROOT / "runs" / "manual" / "results" / "03_lira" / "fashion_mnist.ci" / "results.json").exists()
 
 
 def test_committed_reference_figures_pass_the_figure_checks():

@@ -101,3 +101,27 @@ def test_report_renders_gamma_sigma_and_no_interval_as_na(tmp_path):
          "hi": float("inf"), "verdict": "inconclusive"}])
     row = report.table(tmp_path).splitlines()[-1]
     assert "\\|γ\\|/σ > 1" in row and "0.900 (no interval: n/a)" in row and "inf" not in row
+
+
+def test_every_committed_configuration_lands_in_one_matrix_table(tmp_path):
+    row = lambda v, verdict: {"id": "01.final.flip", "claim": "BN memorizes more", "measured": v,  # noqa: E731
+                              "lo": v - 0.1, "hi": v + 0.1, "verdict": verdict}
+    for label, arch, v, verdict in (("fashion_mnist", "lenet", 0.3, "reproduced"),
+                                    ("fashion_mnist.full.arch=resnet20", "resnet20", 0.05, "inconclusive")):
+        p = tmp_path / "results" / "01_forced_memorization" / label / "results.json"
+        p.parent.mkdir(parents=True)
+        p.write_text(json.dumps({"params": {"arch": arch}, "claims": [row(v, verdict)]}))
+    main = report.table(tmp_path)
+    assert "0.300" in main and "0.050" not in main  # the main table is the reference run's
+    matrix = report.matrix_table(tmp_path).splitlines()[2:]
+    assert matrix == [
+        "| 01.final.flip: BN memorizes more | fashion_mnist (reference) | lenet | 0.300 [0.200, 0.400] "
+        "| - | **reproduced** |",
+        "| 01.final.flip: BN memorizes more | fashion_mnist.full.arch=resnet20 | resnet20 "
+        "| 0.050 [-0.050, 0.150] | - | **inconclusive** |"]
+    assert "## Every committed configuration" in report.render(tmp_path) and "Holm" in report.render(tmp_path)
+
+
+def test_no_matrix_section_when_only_the_reference_is_committed(tmp_path):
+    _write(tmp_path, "01_forced_memorization", "fashion_mnist", [{"claim": "c", "measured": 1.0}])
+    assert report.matrix_table(tmp_path) == "" and "## Every committed configuration" not in report.render(tmp_path)

@@ -211,3 +211,25 @@ def test_a_missing_ood_source_fails_in_start_before_any_training(monkeypatch, tm
     ns = dict(params.defaults(NB), ood_source="cifar100")
     with pytest.raises(ConfigError, match=r"cifar100"):
         notebook.start(ns, NB, quiet=True)
+
+
+def test_results_folder_is_keyed_by_configuration():
+    """The quick budget's own configuration is the bare dataset (the reference); another budget
+    or any changed value gets its own folder, so a ResNet run never overwrites LeNet's."""
+    base = params.resolve("01", {"dataset": "fashion_mnist", "budget": "quick"}).values
+    assert params.config_label("01", base) == "fashion_mnist"
+    other = params.resolve("01", {"dataset": "fashion_mnist", "budget": "quick", "arch": "resnet20",
+                                  "seeds": [0, 1]}).values
+    assert params.config_label("01", other) == "fashion_mnist.arch=resnet20.seeds=0,1"
+    ci = params.resolve("01", {"dataset": "fashion_mnist", "budget": "ci"}).values
+    assert params.config_label("01", ci) == "fashion_mnist.ci"
+    # a value equal to what the budget gives is the budget's configuration, not a new one
+    same = params.resolve("01", {"dataset": "fashion_mnist", "budget": "ci", "epochs": ci["epochs"]}).values
+    assert params.config_label("01", same) == "fashion_mnist.ci"
+
+
+def test_a_long_list_of_overrides_gives_a_short_unique_folder():
+    a = params.resolve("01", {"dataset": "fashion_mnist", "seeds": list(range(40))}).values
+    b = params.resolve("01", {"dataset": "fashion_mnist", "seeds": list(range(41))}).values
+    la, lb = params.config_label("01", a), params.config_label("01", b)
+    assert len(la) <= 96 and len(lb) <= 96 and la != lb and la.startswith("fashion_mnist.seeds=0,1,2")

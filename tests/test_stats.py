@@ -40,3 +40,20 @@ def test_epochs_to_and_area_under_curve_on_known_curves():
     assert stats.epochs_to([0.0, 0.2, 0.6, 0.95, 1.0], ep, 0.5) == 2.0
     assert stats.epochs_to([0.0, 0.1, 0.2, 0.3, 0.4], ep, 0.5) == math.inf
     assert stats.area_under_curve([0.0, 0.25, 0.5, 0.75, 1.0], ep) == pytest.approx(0.5)
+
+
+def test_p_value_of_a_t_interval_equals_scipys_one_sided_t_test():
+    from scipy import stats as sps
+    v = [0.3, 0.1, 0.25, 0.05]
+    e = stats.t_mean(v)
+    ref = sps.ttest_1samp(v, 0.02, alternative="greater").pvalue
+    assert abs(e.p_above(0.02) - ref) < 1e-12
+    ref_less = sps.ttest_1samp(v, 0.4, alternative="less").pvalue
+    assert abs(e.p_below(0.4) - ref_less) < 1e-12
+
+
+def test_p_value_without_a_standard_error_comes_from_the_interval():
+    from scipy import stats as sps
+    e = stats.Estimate(2.0, 2.0 - 1.959964, 2.0 + 1.959964, 10)  # se = 1 under the normal
+    assert abs(e.p_above(0.0) - sps.norm.sf(2.0)) < 1e-6
+    assert np.isnan(stats.Estimate(1.0, -np.inf, np.inf, 1).p_above(0.0))
