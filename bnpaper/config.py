@@ -126,3 +126,29 @@ def check_int_list(name: str, values: Any, lo: int = 0, min_len: int = 1) -> lis
     if len(set(values)) != len(values):
         raise ConfigError(f"{name}={list(values)!r} must not repeat values")
     return list(values)
+
+
+# ---------------------------------------------------------------- device
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str) -> str:
+    """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'; 'cuda' without a GPU is an error."""
+    check_choice("device", name, DEVICES)
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device='cuda' but torch sees no GPU (torch.cuda.is_available() is "
+                          "False); use device='auto' or 'cpu'")
+    return name
+
+
+def set_device(name: str) -> str:
+    """Train every unit of this process (and of the worker processes it starts) on `name`."""
+    os.environ["BNPAPER_DEVICE"] = resolve_device(name)
+    return os.environ["BNPAPER_DEVICE"]
+
+
+def device() -> str:
+    """The device units train on: the one `set_device` chose ($BNPAPER_DEVICE), else 'auto'."""
+    return resolve_device(os.environ.get("BNPAPER_DEVICE") or "auto")

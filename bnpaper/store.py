@@ -27,6 +27,7 @@ from typing import Any, Callable, TypeVar
 import torch
 
 from .config import ConfigError, cache_root, output_root
+from .config import device as _device
 
 T = TypeVar("T")
 _UMASK = os.umask(0o022)
@@ -56,11 +57,13 @@ def _canonical(obj: Any) -> Any:
 
 
 def cache_key(kind: str, config: dict, data: str = "", source: str | None = None,
-              torch_version: str | None = None) -> str:
-    """The hex key of one unit: kind, configuration, data fingerprint, package source, torch."""
+              torch_version: str | None = None, device: str | None = None) -> str:
+    """The hex key of one unit: kind, configuration, data fingerprint, package source, torch,
+    and the device it trains on (a GPU's numbers are not the CPU's)."""
     payload = json.dumps({"kind": kind, "config": _canonical(config), "data": data,
                           "source": SOURCE_HASH if source is None else source,
-                          "torch": torch.__version__ if torch_version is None else torch_version},
+                          "torch": torch.__version__ if torch_version is None else torch_version,
+                          "device": _device() if device is None else device},
                          sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -148,7 +151,7 @@ class Store:
             result = compute(checkpoint=partial) if resumable else compute()
             atomic_write_bytes(path.with_suffix(".json"), json.dumps({
                 "kind": kind, "config": _canonical(config), "data": data,
-                "source_hash": SOURCE_HASH, "torch": torch.__version__,
+                "source_hash": SOURCE_HASH, "torch": torch.__version__, "device": _device(),
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "seconds": round(time.perf_counter() - t0, 2)}, indent=1, default=str).encode())
             atomic_torch_save(result, path)

@@ -158,3 +158,23 @@ def test_save_results_writes_stable_json_with_nan_as_null(tmp_path, monkeypatch)
     p = store.results_path("01_forced_memorization", "toy")
     assert json.loads(p.read_text()) == {"a": 2.5, "b": None}
     assert p.read_text().index('"a"') < p.read_text().index('"b"')
+
+
+def test_a_unit_trained_on_another_device_has_another_key(monkeypatch):
+    """A GPU's result is never served to a CPU run (nor the reverse)."""
+    cpu = store.cache_key("train", {"a": 1}, "d", device="cpu")
+    assert cpu != store.cache_key("train", {"a": 1}, "d", device="cuda")
+    monkeypatch.setenv("BNPAPER_DEVICE", "cpu")
+    assert store.cache_key("train", {"a": 1}, "d") == cpu
+
+
+def test_device_auto_is_the_cpu_here_and_cuda_without_a_gpu_is_one_clear_error(monkeypatch):
+    from bnpaper import config
+    monkeypatch.setattr(config.torch.cuda, "is_available", lambda: False)
+    assert config.resolve_device("auto") == "cpu"
+    with pytest.raises(config.ConfigError, match="device='cuda'.*no GPU"):
+        config.resolve_device("cuda")
+    with pytest.raises(config.ConfigError, match="device"):
+        config.resolve_device("tpu")
+    monkeypatch.setattr(config.torch.cuda, "is_available", lambda: True)
+    assert config.resolve_device("auto") == "cuda"
