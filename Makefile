@@ -1,3 +1,4 @@
+# make reproduce-full : the matrix (params/matrix.yaml, full budget) -> one folder per configuration
 # make reproduce : the reference run: every notebook, quick budget, Fashion-MNIST (offline)
 #                  -> figures/, results/, figures/REPORT.md (the only target that writes them)
 # make test      : unit tests (a real-browser JupyterLab test included) + every notebook at the
@@ -6,13 +7,18 @@ PY := .venv/bin/python
 DATASET ?= fashion_mnist
 CI_DIR := runs/ci/$(DATASET)
 
-.PHONY: setup reproduce test unit notebooks-ci nbval sync bench clean
+.PHONY: setup reproduce reproduce-full test unit notebooks-ci nbval sync bench clean
 
 setup:
 	./scripts/setup.sh
 
 reproduce: setup
 	$(PY) -m bnpaper reproduce --dataset $(DATASET) --budget quick --reference
+
+# the second reference: every configuration of params/matrix.yaml (the full budget), each into
+# its own figures/results folder, then the report with the matrix table
+reproduce-full: setup
+	$(PY) -m bnpaper matrix --reference
 
 test: setup
 	$(MAKE) unit notebooks-ci nbval

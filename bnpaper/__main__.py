@@ -2,6 +2,7 @@
 
   python -m bnpaper reproduce [--dataset D] [--budget B] [--only 01 03] [-p key=v | -p 03.key=v]
   python -m bnpaper reproduce --reference     # the reference run: writes figures/ and results/
+  python -m bnpaper matrix [--reference]      # every configuration of params/matrix.yaml (full budget)
   python -m bnpaper params 03 [--dataset D] [--budget B] [-p key=v] > p.yaml   # for papermill -f
   python -m bnpaper report [--readme]
 """
@@ -41,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--reference", action="store_true",
                      help="the reference run: write the repository's figures/ and results/")
     rep.add_argument("--no-report", action="store_true", help="skip the report at the end")
+    mx = sub.add_parser("matrix", help="run every configuration of a matrix file (default "
+                        "params/matrix.yaml, the full budget), then the report")
+    mx.add_argument("--file", default=None, help="a matrix file (default params/matrix.yaml)")
+    mx.add_argument("--out", default=None, help="folder for executed notebooks (default runs/)")
+    mx.add_argument("--reference", action="store_true",
+                    help="write the repository's figures/ and results/ (one folder per configuration)")
     pp = sub.add_parser("params", help="print one notebook's resolved parameters as flat YAML")
     pp.add_argument("notebook", help="e.g. 03 or 03_lira")
     _common(pp)
@@ -61,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[bnpaper] {r.notebook}: {r.seconds:.0f} s -> {r.output}")
             print(f"[bnpaper] total: {sum(r.seconds for r in records):.0f} s")
             if args.no_report or not args.reference:
+                return 0
+        if args.command == "matrix":
+            from pathlib import Path
+            records = reproduce.run_matrix(Path(args.file) if args.file else None, args.reference,
+                                           args.out)
+            print(f"[bnpaper] matrix total: {sum(r.seconds for r in records) / 60:.1f} min")
+            if not args.reference:
                 return 0
         print(report.write_report())
         if args.command == "report" and args.readme:

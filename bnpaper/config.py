@@ -20,7 +20,7 @@ NOTEBOOKS = (
     "04_theory",
     "05_mitigation",
 )
-BUDGETS = ("ci", "quick", "paper")
+BUDGETS = ("ci", "quick", "full", "paper")
 
 
 class ConfigError(ValueError):

@@ -126,11 +126,12 @@ def execute(notebook: str, injected: dict[str, Any], dst: Path, log=print) -> No
 
 def run(dataset: str, budget: str, only: Sequence[str] | None = None,
         overrides: dict[str, Any] | None = None, out_dir: str | Path | None = None,
-        reference: bool = False, log=print) -> list[RunRecord]:
+        reference: bool = False, log=print, _matrix: bool = False) -> list[RunRecord]:
     """Execute the notebooks into `out_dir` (default runs/<budget>/<dataset>)."""
-    if reference and (budget != "quick" or overrides):
+    if reference and not _matrix and (budget != "quick" or overrides):
         raise ConfigError(f"--reference is the quick budget without -p overrides (got budget "
-                          f"{budget!r}, overrides {dict(overrides or {})}); drop --reference")
+                          f"{budget!r}, overrides {dict(overrides or {})}); drop --reference, or "
+                          "run the shipped matrix (`python -m bnpaper matrix --reference`)")
     todo = plan(dataset, budget, only, overrides)
     out = Path(out_dir) if out_dir else repo_root() / "runs" / budget / dataset
     out.mkdir(parents=True, exist_ok=True)
@@ -190,3 +191,52 @@ def write_run_time(notebook: str, label: str, budget: str, seconds: float,
     rec = {"notebook": notebook, "label": label, "budget": budget, "seconds": round(seconds, 1),
            "cpu_count": os.cpu_count(), "cache_entries_at_start": cache_entries_at_start}
     atomic_write_bytes(path, (json.dumps(rec, indent=1) + "\n").encode())
+
+
+@dataclass(frozen=True)
+class MatrixEntry:
+    """One configuration of the matrix: notebooks, dataset and the values that differ from the
+    matrix's budget (its results folder is `params.config_label` of them)."""
+    notebooks: tuple[str, ...]
+    dataset: str
+    values: tuple[tuple[str, Any], ...]
+
+
+def read_matrix(path: Path | None = None) -> tuple[str, list[MatrixEntry]]:
+    """The budget and the configurations of a matrix file (default params/matrix.yaml): each run
+    lists `notebooks`, `datasets` and optionally `set` (values for every notebook of the run that
+    declares them). Every configuration is resolved and checked here, before anything runs."""
+    path = path or repo_root() / "params" / params.MATRIX_FILE
+    if not path.exists():
+        raise ConfigError(f"matrix file {path} does not exist")
+    doc = params.load_yaml(path.read_text()) or {}
+    if not isinstance(doc, dict) or set(doc) - {"budget", "runs"} or "runs" not in doc:
+        raise ConfigError(f"{path}: a matrix file holds `budget` and `runs`, got {sorted(doc) if isinstance(doc, dict) else doc!r}")
+    budget = doc.get("budget", "full")
+    entries = []
+    for i, r in enumerate(doc["runs"]):
+        if not isinstance(r, dict) or set(r) - {"notebooks", "datasets", "set"} or not {"notebooks", "datasets"} <= set(r):
+            raise ConfigError(f"{path}: run {i + 1} must have `notebooks`, `datasets` and optionally "
+                              f"`set`, got {r!r}")
+        nbs = tuple(resolve_notebooks([str(n) for n in r["notebooks"]]))
+        for ds in r["datasets"]:
+            over = dict(r.get("set") or {})
+            plan(ds, budget, list(nbs), over)  # a bad value anywhere fails before the first run
+            entries.append(MatrixEntry(nbs, ds, tuple(sorted(over.items()))))
+    return budget, entries
+
+
+def run_matrix(path: Path | None = None, reference: bool = False, out_dir: str | Path | None = None,
+               log=print) -> list[RunRecord]:
+    """Run every configuration of the matrix file, one after the other; each configuration's
+    figures and results go to its own folder (`params.config_label`), so none overwrites another
+    or the quick reference. `reference=True` writes them into the repository."""
+    budget, entries = read_matrix(path)
+    records = []
+    for k, e in enumerate(entries):
+        log(f"[bnpaper] matrix {k + 1}/{len(entries)}: {e.dataset}, {', '.join(e.notebooks)}, "
+            f"{dict(e.values) or 'the budget as is'}")
+        out = Path(out_dir or repo_root() / "runs" / budget) / f"{e.dataset}-{k + 1:02d}"
+        records += run(e.dataset, budget, list(e.notebooks), dict(e.values), out, reference=reference,
+                       log=log, _matrix=True)
+    return records

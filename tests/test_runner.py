@@ -233,3 +233,26 @@ def test_a_long_list_of_overrides_gives_a_short_unique_folder():
     b = params.resolve("01", {"dataset": "fashion_mnist", "seeds": list(range(41))}).values
     la, lb = params.config_label("01", a), params.config_label("01", b)
     assert len(la) <= 96 and len(lb) <= 96 and la != lb and la.startswith("fashion_mnist.seeds=0,1,2")
+
+
+def test_the_shipped_matrix_resolves_every_configuration_to_its_own_folder():
+    budget, entries = reproduce.read_matrix()
+    assert budget == "full" and entries
+    labels = [(nb, params.config_label(nb, params.resolve(nb, {"dataset": e.dataset, "budget": budget,
+                                                               **dict(e.values)}).values))
+              for e in entries for nb in e.notebooks]
+    assert len(set(labels)) == len(labels)  # no configuration overwrites another
+    assert all("." in label for _, label in labels)  # nor the quick reference (the bare dataset)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("budget: full\nruns:\n  - {notebooks: ['01'], datasets: [fashion_mnist], set: {epochs: -1}}\n", "epochs"),
+    ("budget: full\nruns:\n  - {notebooks: ['01'], datasets: [cifar11]}\n", "cifar11"),
+    ("budget: full\nruns:\n  - {notebooks: ['01'], datasetz: [mnist]}\n", "must have"),
+    ("budget: full\nrunz: []\n", "holds `budget` and `runs`"),
+])
+def test_a_bad_matrix_entry_is_one_clear_error_before_anything_runs(tmp_path, text, match):
+    f = tmp_path / "m.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        reproduce.read_matrix(f)
