@@ -284,9 +284,10 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
                      n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Estimate:
     """Mean AUC(a) - AUC(b) over targets and runs (seeds), paired on the same targets and examples.
 
-    runs: one (scores_a (T, N), scores_b (T, N), member (T, N)) per seed; mask_per_run: boolean
-    (N,) subgroup masks. The interval comes from a hierarchical bootstrap that resamples targets
-    and examples (both sources of error: targets share shadows, examples are finite).
+    runs: one (scores_a (T, N), scores_b (T, N), member (T, N)) per seed (pool); mask_per_run:
+    boolean (N,) subgroup masks. The interval comes from a hierarchical bootstrap that resamples
+    the pools (with more than one: redrawing the data subset, the outliers and the keep matrix),
+    then targets and examples within each (targets share shadows, examples are finite).
     """
     masks = mask_per_run or [None] * len(runs)
     data = []
@@ -298,7 +299,8 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
     boots = []
     for _ in range(n_boot):
         per_run = []
-        for a, b, y in data:
+        pools = rng.integers(0, len(data), len(data)) if len(data) > 1 else range(len(data))
+        for a, b, y in (data[k] for k in pools):
             t = rng.integers(0, len(a), len(a))
             i = rng.integers(0, a.shape[1], a.shape[1])
             yy = y[t][:, i]

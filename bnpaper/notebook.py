@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import params as _params
-from .config import ConfigError, cache_root, output_root, repo_root
+from .config import ConfigError, cache_root, device, output_root, repo_root, set_device
 
 _INJECTED_MARK = "# Parameters"  # papermill's injected-parameters cell starts with this comment
 
@@ -92,6 +92,8 @@ def start(namespace: dict, notebook: str, quiet: bool = False) -> Run:
                 if k in injected or namespace[k] != defaults[k]}
     resolved = _params.resolve(notebook, explicit)
     check_data(resolved.values)
+    if "device" in resolved.values:  # every unit of this kernel trains there (auto: a GPU if any)
+        set_device(resolved.values["device"])
     namespace.update(resolved.values)
     run = Run(notebook, resolved.values, resolved.changed())
     if not quiet:
@@ -133,7 +135,7 @@ def describe(run: Run) -> str:
             f"{'; ' + changed if changed else '; notebook defaults'}\n"
             f"outputs -> {where} (figures/results folder {run.label}); cache -> {cache}\n"
             f"python {platform.python_version()}, torch {torch.__version__}, "
-            f"{torch.get_num_threads()} threads")
+            f"{torch.get_num_threads()} threads, device {device()}")
 
 
 def figure_paths(run: Run, names: list[str]) -> list[str]:

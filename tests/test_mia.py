@@ -200,3 +200,19 @@ def test_memorization_score_is_nan_without_warning_for_an_example_in_for_every_m
         warnings.simplefilter("error")
         mem = mia.memorization_score(correct, keep)
     assert np.isnan(mem[0]) and mem[1] == 1.0 and mem[2] == 0.0
+
+
+def test_paired_delta_auc_over_pools_includes_the_spread_between_pools():
+    """Two pools whose effects differ (0.12 vs 0.0 AUC): resampling pools widens the interval to
+    cover the disagreement, which resampling only targets and examples within each cannot."""
+    rng = np.random.default_rng(5)
+    t, n = 8, 2000
+    pools = []
+    for gap in (1.0, 0.0):
+        y = rng.random((t, n)) < 0.5
+        pools.append((y * 1.0 + rng.normal(size=(t, n)), y * (1.0 - 0.5 * gap) + rng.normal(size=(t, n)), y))
+    est = mia.paired_delta_auc(pools, n_boot=300)
+    one = [mia.paired_delta_auc([p], n_boot=300) for p in pools]
+    assert est.value == pytest.approx(np.mean([e.value for e in one]), abs=1e-12)
+    assert est.lo <= one[1].value + 0.01 and est.hi >= one[0].value - 0.01
+    assert est.hi - est.lo > 2 * max(e.hi - e.lo for e in one)
