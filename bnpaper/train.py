@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import ConfigError, check_choice, check_number
+from .config import device as default_device
 from .data import Split, normalize
 from .models import ARCHS, NORMS, build_model
 
@@ -113,17 +114,37 @@ def _summary(loss: torch.Tensor, correct: torch.Tensor) -> tuple[float, float]:
 
 def evaluate(model: nn.Module, xs: torch.Tensor, split: Split, xt: torch.Tensor) -> dict[str, float]:
     """Loss/accuracy on clean train samples, on corrupted samples against their training
-    labels (memorization) and against their true labels, and on the test set."""
-    loss, corr = per_sample_loss(model, xs, split.y)
-    m = split.mask
+    labels (memorization) and against their true labels, on the test set, and
+    `rare_test_acc`: the accuracy on the test samples `split.test_mask` marks (the held-out
+    samples of a rare class; NaN where the split has no such group)."""
+    z = _eval_logits(model, xs)  # one eval-mode pass over the training samples
+    m = split.mask.to(z.device)
     out = {}
-    out["clean_loss"], out["clean_acc"] = _summary(loss[~m], corr[~m])
-    out["noisy_loss"], out["noisy_acc"] = _summary(loss[m], corr[m])
-    tl, tc = per_sample_loss(model, xs[m], split.y_true[m])
-    out["noisy_true_loss"], out["noisy_true_acc"] = _summary(tl, tc)
-    el, ec = per_sample_loss(model, xt, split.y_test)
+    for name, y, sel in (("clean", split.y, ~m), ("noisy", split.y, m), ("noisy_true", split.y_true, m)):
+        y = y.to(z.device)[sel]
+        out[f"{name}_loss"], out[f"{name}_acc"] = _summary(
+            F.cross_entropy(z[sel], y, reduction="none"), z[sel].argmax(1) == y)
+    el, ec = per_sample_loss(model, xt, split.y_test.to(xt.device))
     out["test_loss"], out["test_acc"] = _summary(el, ec)
+    out["rare_test_acc"] = _group_acc(ec, split.test_mask)
     return out
+
+
+@torch.no_grad()
+def _eval_logits(model: nn.Module, x: torch.Tensor, batch: int = 2048) -> torch.Tensor:
+    """Eval-mode logits (N, classes) of a non-empty batch of normalized images, in chunks."""
+    was = model.training
+    model.eval()
+    z = torch.cat([model(x[i:i + batch]) for i in range(0, len(x), batch)])
+    model.train(was)
+    return z
+
+
+def _group_acc(correct: torch.Tensor, mask: torch.Tensor | None) -> float:
+    """Accuracy over the samples `mask` marks (NaN without a mask or with an empty one)."""
+    if mask is None or not bool(mask.any()):
+        return float("nan")
+    return float(correct[mask.to(correct.device)].float().mean())
 
 
 def _atomic_save(obj, path: Path) -> None:
@@ -132,7 +153,7 @@ def _atomic_save(obj, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def fit(split: Split, cfg: TrainConfig, device: str = "cpu",
+def fit(split: Split, cfg: TrainConfig, device: str | None = None,
         regularizer: Callable[[nn.Module], torch.Tensor] | None = None,
         after_step: Callable[[nn.Module], None] | None = None,
         on_epoch_end: Callable[[int, nn.Module], dict | None] | None = None,
@@ -147,6 +168,7 @@ def fit(split: Split, cfg: TrainConfig, device: str = "cpu",
     """
     from tqdm.auto import tqdm
 
+    device = device or default_device()  # the notebook's `device` parameter (config.set_device)
     torch.manual_seed(cfg.seed)
     c, h = split.x.shape[1], split.x.shape[2]
     model = build_model(cfg.arch, cfg.norm, c, split.n_classes, h).to(device)

@@ -31,6 +31,9 @@
 # balanced accuracy and TPR at 1% and 0.1% FPR, on all examples and on the outliers, next to
 # every model's clean test accuracy and train-test gap.
 #
+# **Rare samples** (the paper's third kind): per seed one more pool where one class makes up only
+# `rare_share` of it (2% where its natural share is 1/classes = 10%); LiRA on its members.
+#
 # **BN semantics.** Queries use eval mode (running statistics); `bn_query_mode="train-batch"`
 # normalizes each query batch with its own statistics (an ablation, on a copy of the model).
 #
@@ -64,6 +67,9 @@ pack_size = 8                    # LeNet shadows trained together as one packed 
 bn_query_mode = "eval"           # eval (running statistics) | train-batch (ablation)
 sigma_floor = 1e-3               # lower bound on LiRA's fitted standard deviations (phi units)
 n_boot = 500                     # bootstrap resamples for intervals
+rare_pool = True                 # also one pool per seed with a rare class (LiRA on its members)
+rare_share = 0.02                # the rare class's share of that pool, in (0, 1/classes]
+rare_class = -1                  # which class is rare; -1: a seeded choice per seed
 download = False                 # allow torchvision to download the dataset if it is missing
 
 # %%
@@ -72,8 +78,8 @@ from bnpaper import notebook; run = notebook.start(globals(), "03_lira")  # noqa
 
 # %% [markdown]
 # ## Shadow models
-# For every (outlier mix, seed): one pool, one keep matrix, `n_shadows` models per norm (LeNets
-# trained `pack_size` at a time as one packed model, each member with its own BN statistics).
+# For every (outlier mix, seed), and per seed for the pool with a rare class: one pool, one keep
+# matrix, `n_shadows` models per norm (LeNets trained `pack_size` at a time as one packed model).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -82,24 +88,28 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown, display
 
-from bnpaper import claims, data, mia, plots, stats, train, units
+from bnpaper import claims, data, exposure, mia, plots, train, units
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
 use_augment = (dataset in ("cifar10", "cifar100")) if augment == "auto" else augment
-t0, pools, masks = time.time(), {}, {}
+base = lambda norm: train.TrainConfig(arch=arch, norm=norm, epochs=epochs, batch_size=batch_size,
+                                      lr=lr, weight_decay=weight_decay, augment=use_augment)
+shadow_kw = dict(executor=executor, trainer=trainer, pack_size=pack_size, bn_query_mode=bn_query_mode)
+t0, pools, masks, rare, rare_masks = time.time(), {}, {}, {}, {}
 for mix in outlier_frac:
     for seed in seeds:
         split = data.make_split(ds, n_train, outlier_kind if mix > 0 else "none", mix, seed,
                                 ood_source, n_test)
         masks[mix, seed] = split.mask.numpy()
         for norm in norms:
-            base = train.TrainConfig(arch=arch, norm=norm, epochs=epochs, batch_size=batch_size,
-                                     lr=lr, weight_decay=weight_decay, augment=use_augment)
-            pools[mix, seed, norm] = units.shadow_pool(
-                split, base, n_shadows, seed, executor=executor, trainer=trainer,
-                pack_size=pack_size, bn_query_mode=bn_query_mode)
-print(f"{len(pools) * n_shadows} shadow models ready in {time.time() - t0:.0f} s")
+            pools[mix, seed, norm] = units.shadow_pool(split, base(norm), n_shadows, seed, **shadow_kw)
+for seed in seeds if rare_pool else []:
+    split = data.make_split(ds, n_train, "rare", 0.0, seed, ood_source, n_test, rare_share, rare_class)
+    rare_masks[seed] = split.mask.numpy()
+    for norm in norms:
+        rare[seed, norm] = units.shadow_pool(split, base(norm), n_shadows, seed, **shadow_kw)
+print(f"{(len(pools) + len(rare)) * n_shadows} shadow models ready in {time.time() - t0:.0f} s")
 
 # %% [markdown]
 # ## Attacks
@@ -123,25 +133,8 @@ gap = {mix: {n: mean_over(mix, n, "gap") for n in norms} for mix in outlier_frac
 # and the train-test gap are means over the same models.
 
 # %%
-table, rows = {}, []
-for mix in outlier_frac:
-    for norm in norms:
-        for group, mask in groups(mix, seeds[0]).items():
-            n_out = int((~pools[mix, seeds[0], norm].keep[0][mask]).sum())
-            for attack in mia.ATTACKS:
-                e = mia.over_targets([metrics[mix, s, norm][attack] for s in seeds], group, n_boot)
-                table[f"{mix}/{norm}/{group}/{attack}"] = {
-                    **{m: v.as_dict() for m, v in e.items()}, "n_nonmembers": n_out,
-                    "clean_test_acc": acc[mix][norm], "train_test_gap": gap[mix][norm]}
-                tpr = lambda f: f"{e[f'tpr@{f:g}'].value:.3f}" if f * n_out >= 1 else "n/r"
-                if attack in ("online", "offline", "loss", "rmia"):
-                    rows.append(f"| {mix:.0%} | {plots.label(norm)} | {group} | {attack} | "
-                                f"{e['auc'].value:.3f} [{e['auc'].lo:.3f}, {e['auc'].hi:.3f}] | "
-                                f"{e['balanced_acc'].value:.3f} | {tpr(0.01)} | {tpr(0.001)} | "
-                                f"{acc[mix][norm]:.3f} | {gap[mix][norm]:+.3f} |")
-display(Markdown("| outliers | model | examples | attack | AUC [95% CI, targets] | bal. acc. | TPR@1% FPR "
-                 "| TPR@0.1% FPR | clean test acc. | train-test gap |\n"
-                 "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)))
+table, md = exposure.attack_table(metrics, pools, groups, outlier_frac, norms, seeds, acc, gap, n_boot)
+display(Markdown(md))
 
 # %% [markdown]
 # ## Paired BN - no-BN difference in LiRA AUC
@@ -156,7 +149,7 @@ for mix in outlier_frac:
         e = mia.paired_delta_auc([(scores[mix, s, "bn"]["online"], scores[mix, s, "none"]["online"],
                                    pools[mix, s, "bn"].keep) for s in seeds],
                                  [groups(mix, s)[group] for s in seeds], n_boot=n_boot, seed=0)
-        deltas[mix, group] = stats.Estimate(100 * e.value, 100 * e.lo, 100 * e.hi, e.n, e.level)
+        deltas[mix, group] = exposure.points(e)
 paper = {m: claims.claim(claims.lira_claim_id(m, "all")) for m in outlier_frac}
 fig, ax = plt.subplots(figsize=(6.4, 3.8))
 plots.delta_auc_points(ax, outlier_frac, deltas, {m: c.get("threshold") for m, c in paper.items()},
@@ -206,10 +199,28 @@ fig.tight_layout()
 run.figure(fig, "memorization_utility")
 
 # %% [markdown]
+# ## Rare samples: LiRA on a rare class
+# The pools with a rare class (`rare_share` of the pool, each member IN for half of the models):
+# online LiRA's AUC on its members, on all examples and on the rest, BN vs no-BN paired on the same
+# targets (hierarchical bootstrap), beside memorization scores, clean test accuracy, train-test gap.
+
+# %%
+if rare_pool:
+    RX = exposure.rare_exposure(rare, rare_masks, norms, seeds, sigma_floor, n_boot)
+    display(Markdown(RX["table"]))
+    fig, axes = plots.panels(2, 4.8, 4.8)
+    for ax, g in zip(axes, ("all", "rare")):
+        plots.roc_loglog(ax, RX["curves"][g], f"{'all examples' if g == 'all' else 'rare members'} ({RX['n'][g]}) of "
+                         f"the pool(s) with a rare class\nBN - no-BN: {RX['delta'][g].fmt(1)} AUC points\n"
+                         f"curve: {n_shadows} targets pooled; AUC: mean per target")
+    fig.tight_layout()
+    run.figure(fig, "rare_roc")
+
+# %% [markdown]
 # ## Verdict
-# Each delta-AUC judged by its claim, next to utility: a "reproduced" becomes *inconclusive*
-# when BN's clean test accuracy exceeds no-BN's by more than the tolerance (no-BN may leak less
-# because it learned less).
+# Each delta-AUC judged by its claim next to utility (Holm's correction over this run's rows): a
+# "reproduced" becomes *inconclusive* when BN's clean test accuracy exceeds no-BN's by more than
+# the tolerance (no-BN may leak less because it learned less).
 
 # %%
 rows = [claims.judge(claims.lira_claim_id(mix, group), e, acc_gap=acc[mix]["bn"] - acc[mix]["none"],
@@ -217,13 +228,16 @@ rows = [claims.judge(claims.lira_claim_id(mix, group), e, acc_gap=acc[mix]["bn"]
                      clean_test_acc=acc[mix], train_test_gap=gap[mix], dataset=dataset,
                      budget=budget, outlier_frac=mix, subgroup=group)
         for (mix, group), e in deltas.items() if group != "inliers"]
-run.save({"claims": rows, "table": table,
+rows += [claims.judge(cid, RX["delta"][g], acc_gap=RX["acc"]["bn"] - RX["acc"]["none"], share=f"{rare_share:.0%}", subgroup=g,
+                      unit="AUC points, BN minus no-BN (online LiRA)", clean_test_acc=RX["acc"], train_test_gap=RX["gap"],
+                      dataset=dataset, budget=budget) for g, cid in (("rare", "03.auc.rare"), ("all", "03.auc.rare.all")) if rare_pool]
+run.save({"claims": rows, "table": table, "rare": RX["results"] if rare_pool else None,
           "delta_auc": {f"{m}/{g}": e.as_dict() for (m, g), e in deltas.items()},
           "memorization_score": {n: {g: float(mem[n][m].mean()) if m.any() else None
                                      for g, m in (("inliers", ~out_mask), ("outliers", out_mask))} for n in norms},
           "per_model": {f"{m}/{s}/{n}": {"test_acc": p.test_acc.tolist(), "train_acc": p.train_acc.tolist(),
                                          "gap": p.gap.tolist()} for (m, s, n), p in pools.items()},
-          "key_figures": notebook.figure_paths(run, ["roc_loglog", "delta_auc"])})
+          "key_figures": notebook.figure_paths(run, ["roc_loglog", "delta_auc"] + ["rare_roc"] * rare_pool)})
 
 # %%
 # NBVAL_CHECK_OUTPUT

