@@ -2,10 +2,20 @@
 at once on 2 cores). Each prints speed ratios measured within its own single run."""
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 
 from .config import repo_root
+
+
+def load_note(load0: float, threads: int) -> str:
+    """The machine's 1-minute load before and after: other processes on the cores slow
+    multi-threaded small ops far more than big GEMMs, so a loaded run's ratios are suspect."""
+    load1 = os.getloadavg()[0]
+    warn = (" -- other processes were running: absolute numbers are low and ratios noisy"
+            if max(load0, load1) > threads + 1.0 else "")
+    return f"load average {load0:.1f} at the start, {load1:.1f} at the end ({os.cpu_count()} cores){warn}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -13,9 +23,14 @@ def main(argv: list[str] | None = None) -> int:
     scripts = sorted((repo_root() / "bench").glob("bench_*.py"))
     if names:
         scripts = [s for s in scripts if any(n in s.stem for n in names)]
-    for s in scripts:
-        print(f"== {s.name}", flush=True)
-        runpy.run_path(str(s), run_name="__main__")
+    argv0 = sys.argv
+    try:
+        for s in scripts:
+            print(f"== {s.name}", flush=True)
+            sys.argv = [str(s)]   # each script with its own defaults (the names are ours)
+            runpy.run_path(str(s), run_name="__main__")
+    finally:
+        sys.argv = argv0
     return 0
 
 

@@ -36,13 +36,17 @@ Methods:
            gradient sum_j g[k, j] (x) a_j is contracted from the recorded layer inputs (GEMMs).
   "mixed"  LeNet-5 with BN: reverse mode with the max-pool sparsity down to conv2, forward
            mode for conv1 and BN1 (`bnpaper.lenet_grads`); the same numbers, several times
-           faster than "exact". "auto" takes it wherever it applies.
+           faster than "exact".
+  "auto"   "hooks" wherever samples are independent given the statistics ("eval",
+           "batch_fixed", models without BN); for "batch" with BN the fastest exact method of
+           the architecture, from the measured table `AUTO_BATCH` (`auto_method` says which).
 
-Cost (bench/bench_grads.py, LeNet-5, batch 128): "hooks" about 1.0-1.5x a plain training step;
-"batch" tens of times: every one of the B loss terms reaches every sample through the batch
-statistics of every BN layer after the first (2 x BN channels of them, 452 for LeNet-5, more
-than B), so its cotangent is dense over the batch and there is no low-rank shortcut; `select`
-limits the work to the samples that are needed.
+Cost (bench/bench_grads.py): "hooks" about 1.0-2.5x a plain training step; "batch" with BN
+about 20x for LeNet-5 (mixed, batch 128) and ResNet-20 (loop, batch 32), 6x for the DenseNet:
+every one of the B loss terms reaches every sample through the batch statistics of every BN
+layer after the first (2 x BN channels of them, 452 for LeNet-5, more than B), so its
+cotangent is dense over the batch and there is no low-rank shortcut; `select` limits the work
+to the samples that are needed.
 """
 from __future__ import annotations
 
@@ -61,6 +65,19 @@ GROUPS = ("weight", "gamma", "beta", "bias", "other")
 REDUCTIONS = ("sum", "mean")
 METHODS = ("auto", "hooks", "func", "loop", "exact", "mixed")
 _NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)
+
+# The fastest exact method for mode "batch" with BN, per architecture (model class name).
+# Measured with bench/bench_grads.py on this project's 2-core CPU, 2 threads, 1x28x28 inputs,
+# random inputs and initial weights, best of 2 runs, seconds per batch, two runs of the bench:
+#   LeNet5    batch 128: mixed 0.15, exact 0.60, loop 0.47 (a training step: 0.008)
+#   ResNet    ResNet-20, batch 32: loop 0.81 / 0.88, exact 1.10 / 1.44 (chunk 32 in the
+#             second run: 1.81 with chunk 8); on 3x32x32: loop 1.22, exact 2.12
+#   DenseNet  batch 32: loop 1.08 / 1.05, exact 2.81 / 1.88
+# "exact" batches K cotangents through every layer with vmap, which on CPU costs more than K
+# plain backward passes (its contractions are the same GEMMs as the loop's weight gradients, so
+# it cannot win by arithmetic); only LeNet's mixed mode beats the loop. A model class not in
+# the table gets "loop", the measured winner wherever "mixed" does not apply.
+AUTO_BATCH = {"LeNet5": "mixed", "ResNet": "loop", "DenseNet": "loop"}
 
 
 @dataclass(frozen=True)
@@ -386,6 +403,17 @@ def _loop_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, rows: torch.Ten
     return {k: torch.cat([o[k] for o in out]) for k in out[0]}
 
 
+def auto_method(model: nn.Module, mode: str) -> str:
+    """The method "auto" runs for `model` in `mode`: "hooks" where samples are independent given
+    the BN statistics, else the architecture's entry of `AUTO_BATCH` ("mixed" only where
+    `lenet_grads` covers the model, e.g. not a LeNet with frozen parameters: then "loop")."""
+    check_choice("mode", mode, MODES)
+    if mode != "batch" or not has_batchnorm(model):
+        return "hooks"
+    method = AUTO_BATCH.get(type(model).__name__, "loop")
+    return "loop" if method == "mixed" and not lenet_grads.applies(model) else method
+
+
 def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                           mode: str = "eval", reduction: str = "sum", batch_size: int | None = None,
                           method: str = "auto", chunk: int = 8,
@@ -419,7 +447,7 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         raise ValueError("method='mixed' needs mode='batch' and a LeNet-5 with BatchNorm whose "
                          f"parameters all train; got mode={mode!r}, {type(model).__name__}")
     if method == "auto":
-        method = ("mixed" if lenet_grads.applies(model) else "exact") if coupled else "hooks"
+        method = auto_method(model, mode)
     if mode != "eval" and bn and (bsz < 2 or n % bsz == 1):
         raise ValueError(f"mode={mode!r} with BatchNorm needs batches of at least 2 samples; "
                          f"N={n} with batch_size={bsz} leaves a batch of one (every method refuses it)")

@@ -2,18 +2,28 @@
 frontier (clean accuracy against memorization over lambda), what a practitioner would try
 instead, the comparison at equal clean accuracy, and LiRA on notebook 03's shadow pools.
 
+- `curve` / `finals`: the one place a measure is read off a history (memorization per kind).
 - `Variant`: one model family (a norm, a mitigation, a weight decay): its name, label, colour.
-- `train_grid` / `lira_pools`: the cached units (`bnpaper.units`), built here, never in a notebook.
+- `train_grid` / `lira_pools`: the cached units (`bnpaper.units`), built here, never in a notebook;
+  `grid_kinds`, `evaluation_splits`, `plan`: which kinds and models train where.
 - selection: `selection_rule` (from claims.yaml), `selection_scores`, `choose`.
 - frontier: `frontier`, `alternative_points` (with `early_stop`), `decreasing_fit`,
-  `memorization_at`, `at_equal_accuracy`, `pooled_difference`.
-- the chosen setting: `summarize`, `reduction`, `paired_changes`, `channel_scales`,
-  `scale_summary`; LiRA: `compare_lira`, `LiraComparison`.
+  `memorization_at`, `at_equal_accuracy`, `pooled_difference`, `frontier_rows`.
+- the chosen setting: `summarize`, `reduction`, `paired_changes`, `reduction_rows`,
+  `channel_scales`, `scale_summary`; LiRA: `compare_lira`, `LiraComparison`, `lira_row`.
 - text: Markdown tables and the legends and titles of notebook 05's figures.
 
-Memorization is a model's final accuracy on the corrupted training samples with respect to
-their corrupted labels (`MEMORIZATION`); utility its final clean test accuracy (`ACCURACY`;
-for a selection model trained with `data.with_validation`, its validation accuracy).
+Memorization (`MEMORIZATION`, read only through `curve`) depends on the corruption kind, as in
+notebook 01 (`memorization.memorization_curve`): for label flips and OOD images, the accuracy on
+the corrupted training samples with respect to their corrupted labels; for a rare class (labels
+true), the accuracy on its trained members minus that on its held-out test samples. Utility is
+the clean test accuracy (`ACCURACY`; for a selection model trained with `data.with_validation`,
+its validation accuracy).
+
+The rare kind is judged only: the setting is chosen, and the frontier and the alternatives are
+drawn, on the flip and OOD kinds (`grid_kinds`); on rare splits only BN, the chosen setting and
+no-BN train (`plan`), so the question is whether a setting chosen on corrupted labels protects
+rare samples, with nothing chosen on them.
 """
 from __future__ import annotations
 
@@ -23,12 +33,40 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .memorization import memorization_curve
 from .mitigation import MitigationConfig, affine_bn_layers, relative_reductions, running_sigma
 from .stats import Estimate, t_mean, t_paired_diff
 
-MEMORIZATION, ACCURACY = "noisy_acc", "test_acc"   # history keys
+MEMORIZATION = "memorization"              # a measure (`curve`), not a history key
+ACCURACY, SUBSET_ACC, HELD_OUT = "test_acc", "noisy_acc", "rare_test_acc"   # history keys
+GRID = ("flip", "ood")                     # the kinds the setting is chosen on (`grid_kinds`)
 FAMILIES = {"bn": "BN", "none": "no-BN", "gn": "GroupNorm", "bn_noaffine": "BN, gamma fixed at 1"}
-CORRUPTION_WORDS = {"flip": "label flips", "ood": "OOD samples", "rare": "rare-class samples"}
+CORRUPTION_WORDS = {"flip": "label flips", "ood": "OOD samples", "rare": "a rare class"}
+MEMORIZATION_WORDS = {"flip": "memorization (accuracy on the corrupted labels)",
+                      "ood": "memorization (accuracy on the corrupted labels)",
+                      "rare": "memorization (trained minus held-out accuracy of the rare class)"}
+
+
+# ---------------------------------------------------------------- the measures
+def curve(history: Mapping[str, list], corr: str, what: str) -> np.ndarray:
+    """One model's per-epoch `what` on a split of corruption `corr`: `MEMORIZATION` (per kind,
+    `memorization.memorization_curve`: flip, ood the accuracy on the corrupted labels; rare the
+    rare class's trained minus held-out accuracy), else the history entry `what` (`ACCURACY`,
+    `SUBSET_ACC` the atypical subset's accuracy on its training labels, `HELD_OUT` the rare
+    class's held-out accuracy). Every memorization in this module is read here."""
+    if what == MEMORIZATION:
+        return np.asarray(memorization_curve(history, corr), float)
+    return np.asarray(history[what], float)
+
+
+def curves(histories: Sequence[Mapping[str, list]], corr: str, what: str) -> np.ndarray:
+    """`curve` of several runs (e.g. seeds): (runs, evaluated epochs)."""
+    return np.array([curve(h, corr, what) for h in histories])
+
+
+def finals(runs: Mapping, corr: str, name: str, seeds: Sequence[int], what: str) -> np.ndarray:
+    """The final value of `what` (`curve`) per seed: (seeds,)."""
+    return np.array([curve(runs[corr, name, s].history, corr, what)[-1] for s in seeds], dtype=float)
 
 
 # ---------------------------------------------------------------- model families
@@ -89,33 +127,58 @@ class Variant:
         return replace(base, norm=self.norm, weight_decay=wd, seed=seed)
 
 
-def train_grid(splits: Mapping[tuple[str, int], object], variants: Sequence[Variant], base,
+def train_grid(splits: Mapping[tuple[str, int], object],
+               variants: Sequence[Variant] | Mapping[str, Sequence[Variant]], base,
                what: str = "") -> dict[tuple[str, str, int], object]:
-    """Every variant trained on every split ({(corruption, seed): Split}) from that seed, as
-    cached units (`units.trained`): {(corruption, variant name, seed): TrainResult}."""
+    """Every variant (a list, or {corruption: list} as `plan` gives) trained on every split
+    ({(corruption, seed): Split}) from that seed, as cached units (`units.trained`):
+    {(corruption, variant name, seed): TrainResult}."""
     from . import units
     runs = {}
     for (corr, seed), split in splits.items():
-        for v in dict.fromkeys(variants):
+        for v in dict.fromkeys(variants[corr] if isinstance(variants, Mapping) else variants):
             runs[corr, v.name, seed] = units.trained(split, v.config(base, seed), mitigation=v.mit,
                                                      desc=f"{what}{corr} {v.name} seed {seed}")
     return runs
 
 
-def selection_splits(ds, corruptions: Sequence[str], seeds: Sequence[int], n_train: int,
-                     noise_frac: float, ood_source: str, n_val: int) -> dict[tuple[str, int], object]:
-    """The selection splits {(corruption, seed): Split}: subsets of `ds`'s training set minus
-    `n_val` held-out validation images (`data.hold_out`), the validation images as their test
-    set (`data.with_validation`): a selection model never sees a test image."""
-    from .data import hold_out, make_split, with_validation
-    rest, x_val, y_val = hold_out(ds, n_val)
-    return {(c, s): with_validation(make_split(rest, n_train, c, noise_frac, s, ood_source, 1), x_val, y_val)
+def grid_kinds(corruptions: Sequence[str]) -> list[str]:
+    """The corruption kinds the setting is chosen on and the frontier and alternatives are drawn
+    for: the flip and OOD kinds among `corruptions` (a rare kind is judged only: `plan`)."""
+    return [c for c in corruptions if c in GRID]
+
+
+def plan(corruptions: Sequence[str], grid: Sequence[Variant], judged: Sequence[Variant]) -> dict:
+    """Which models train on the evaluation splits of each kind: `grid` (BN, the chosen setting,
+    the frontier, the alternatives) on the kinds of `grid_kinds`, `judged` (BN, the chosen
+    setting, no-BN) on the others."""
+    kinds = grid_kinds(corruptions)
+    return {c: list(grid if c in kinds else judged) for c in corruptions}
+
+
+def evaluation_splits(ds, corruptions: Sequence[str], seeds: Sequence[int], n_train: int,
+                      noise_frac: float, ood_source: str, n_test: int, rare_share: float,
+                      rare_class: int) -> dict[tuple[str, int], object]:
+    """The evaluation splits {(corruption, seed): Split} (`data.make_split`; a rare class kept
+    at `rare_share` of the subset, `rare_class` or a seeded choice for -1)."""
+    from .data import make_split
+    return {(c, s): make_split(ds, n_train, c, noise_frac, s, ood_source, n_test, rare_share, rare_class)
             for c in corruptions for s in seeds}
 
 
-def finals(runs: Mapping, corr: str, name: str, seeds: Sequence[int], key: str) -> np.ndarray:
-    """The final value of history entry `key` per seed: (seeds,)."""
-    return np.array([runs[corr, name, s].history[key][-1] for s in seeds], dtype=float)
+def selection_splits(ds, corruptions: Sequence[str], seeds: Sequence[int], n_train: int,
+                     noise_frac: float, ood_source: str, n_val: int) -> dict[tuple[str, int], object]:
+    """The selection splits {(corruption, seed): Split} of the flip and OOD kinds: subsets of
+    `ds`'s training set minus `n_val` held-out validation images (`data.hold_out`), the
+    validation images as their test set (`data.with_validation`): a selection model never sees
+    a test image. A rare kind is refused: it is judged only (`grid_kinds`)."""
+    from .data import hold_out, make_split, with_validation
+    if set(corruptions) - set(GRID):
+        raise ValueError(f"selection on corruptions={list(corruptions)!r}: the setting is chosen on "
+                         f"{list(GRID)} only (a rare kind is judged, never chosen on)")
+    rest, x_val, y_val = hold_out(ds, n_val)
+    return {(c, s): with_validation(make_split(rest, n_train, c, noise_frac, s, ood_source, 1), x_val, y_val)
+            for c in corruptions for s in seeds}
 
 
 # ---------------------------------------------------------------- pre-registered selection
@@ -168,14 +231,15 @@ def frontier(runs: Mapping, corr: str, seeds: Sequence[int], bn: Variant,
             "mem": np.stack([finals(runs, corr, v.name, seeds, MEMORIZATION) for v in vs], 1)}
 
 
-def early_stop(history: Mapping[str, list], level: float) -> dict:
+def early_stop(history: Mapping[str, list], corr: str, level: float) -> dict:
     """BN stopped early at a memorization `level` (no-BN's, same seed), read off its per-epoch
-    history: the last evaluated epoch >= 1 whose memorization is at most `level` (if none, the
-    epoch >= 1 of least memorization); its epoch, clean test accuracy and memorization."""
-    mem = np.asarray(history[MEMORIZATION], float)
+    history on a `corr` split: the last evaluated epoch >= 1 whose memorization is at most
+    `level` (if none, the epoch >= 1 of least memorization); its epoch, clean test accuracy and
+    memorization."""
+    mem, acc = curve(history, corr, MEMORIZATION), curve(history, corr, ACCURACY)
     below = [i for i in range(1, len(mem)) if mem[i] <= level]
     i = below[-1] if below else 1 + int(np.argmin(mem[1:]))
-    return {"epoch": int(history["epoch"][i]), "acc": float(history[ACCURACY][i]), "mem": float(mem[i])}
+    return {"epoch": int(history["epoch"][i]), "acc": float(acc[i]), "mem": float(mem[i])}
 
 
 def alternative_points(runs: Mapping, corr: str, seeds: Sequence[int], alternatives: Sequence[Variant],
@@ -187,7 +251,7 @@ def alternative_points(runs: Mapping, corr: str, seeds: Sequence[int], alternati
                     "acc": finals(runs, corr, v.name, seeds, ACCURACY),
                     "mem": finals(runs, corr, v.name, seeds, MEMORIZATION)} for v in alternatives}
     level = finals(runs, corr, nobn.name, seeds, MEMORIZATION)
-    stops = [early_stop(runs[corr, bn.name, s].history, lv) for s, lv in zip(seeds, level)]
+    stops = [early_stop(runs[corr, bn.name, s].history, corr, lv) for s, lv in zip(seeds, level)]
     out["bn@early"] = {"label": "BN stopped early at no-BN's memorization", "color": "bn_early",
                        "acc": np.array([e["acc"] for e in stops]),
                        "mem": np.array([e["mem"] for e in stops]),
@@ -250,6 +314,23 @@ def pooled_accuracies(alts: Mapping[str, Mapping], comparisons: Mapping[str, Map
     return {name: mean("acc", alts), "regularizer there": mean("reg_acc", comparisons)}
 
 
+def frontier_rows(alts: Mapping[str, Mapping], comparisons: Mapping[str, Mapping], seeds: Sequence[int],
+                  **common) -> list[dict]:
+    """The verdict rows `05.frontier`, one per alternative: its memorization minus the
+    regularizer's at its clean accuracy over every (corruption, seed) cell of `alts` (the grid
+    kinds), with the accuracy the regularizer lacks there as the confound."""
+    from .claims import judge
+    kinds = list(alts)
+    rows = []
+    for n, a in alts[kinds[0]].items():
+        e, gap = pooled_difference([comparisons[c][n] for c in kinds])
+        rows.append(judge("05.frontier", e, acc_gap=gap, alternative=a["label"], unit=(
+            f"memorization, {n} minus the regularizer at {n}'s clean accuracy, over {len(kinds)} "
+            f"corruption(s) x {len(seeds)} seeds"), acc_cost=gap,
+            clean_test_acc=pooled_accuracies(alts, comparisons, n), corruption=kinds, **common))
+    return rows
+
+
 def _point(acc: Sequence[float], mem: Sequence[float], **kw) -> dict:
     return {"x": t_mean(acc), "y": t_mean(mem), **kw}
 
@@ -265,9 +346,10 @@ def frontier_points(front: Mapping, alts: Mapping[str, Mapping], chosen_acc: Seq
 
 
 # ---------------------------------------------------------------- the chosen setting
-def summarize(histories: Sequence[dict]) -> dict:
-    """One variant over its seeds, mean over seeds: final memorization and clean test accuracy."""
-    final = lambda key: float(np.mean([h[key][-1] for h in histories]))  # noqa: E731
+def summarize(histories: Sequence[dict], corr: str) -> dict:
+    """One variant over its seeds on `corr` splits, mean over seeds: final memorization and
+    clean test accuracy."""
+    final = lambda what: float(np.mean(curves(histories, corr, what)[:, -1]))  # noqa: E731
     return {"final_memorization": final(MEMORIZATION), "clean_test_acc": final(ACCURACY),
             "n_seeds": len(histories)}
 
@@ -289,6 +371,32 @@ def paired_changes(mem_base: Sequence[float], mem_mitigated: Sequence[float],
     base)."""
     return {"absolute_reduction": t_paired_diff(mem_base, mem_mitigated).as_dict(),
             "clean_acc_change": t_paired_diff(acc_mitigated, acc_base).as_dict()}
+
+
+def reduction_rows(runs: Mapping, corruptions: Sequence[str], seeds: Sequence[int], bn: Variant,
+                   chosen: Variant, nobn: Variant, tol: float, chosen_on: str, **common) -> list[dict]:
+    """The verdict rows `05.reduction.<kind>`, one per corruption kind: per evaluation seed the
+    share of BN's final memorization of that kind (`curve`) the chosen setting removes
+    (`reduction`), judged with its clean-accuracy cost (BN's minus the chosen setting's clean
+    test accuracy, mean over seeds) as the confound. Beside it: the three models' clean test
+    accuracy, the absolute changes (`paired_changes`), `chosen_on` (the kinds the setting was
+    chosen on) and, for rare, the rare class's held-out accuracy."""
+    from .claims import judge
+    rows = []
+    for c in corruptions:
+        mem, acc = ({v.name: finals(runs, c, v.name, seeds, what) for v in (bn, chosen, nobn)}
+                    for what in (MEMORIZATION, ACCURACY))
+        cost = float(np.mean(acc[bn.name] - acc[chosen.name]))
+        rare = {"rare_heldout_acc": {n: float(finals(runs, c, n, seeds, HELD_OUT).mean()) for n in mem}
+                } if c == "rare" else {}
+        rows.append(judge(
+            f"05.reduction.{c}", reduction(mem[bn.name], mem[chosen.name]), acc_gap=cost,
+            unit=f"share of BN's final {MEMORIZATION_WORDS.get(c, 'memorization')} removed by "
+                 f"{chosen.name}, per evaluation seed",
+            clean_test_acc={n: float(a.mean()) for n, a in acc.items()}, corruption=c, acc_cost=cost,
+            acc_tolerance=tol, regularizer=chosen.mit.as_dict(), chosen_on=chosen_on, **rare,
+            **paired_changes(mem[bn.name], mem[chosen.name], acc[bn.name], acc[chosen.name]), **common))
+    return rows
 
 
 def channel_scales(results: Sequence, ds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -339,22 +447,13 @@ def lira_pools(ds, p03: Mapping, mitigation: MitigationConfig) -> tuple[dict, np
     resolved parameters `p03` exactly as 03 builds them (the same split, keep matrix, configs
     and trainer: the very cache units 03 trained), for BN and no-BN, and the same pool with the
     regularizer `mitigation` (trained one model at a time: the packed trainer has no hook).
-    Returns ({'bn', 'none', 'reg'}: ShadowPool, the pool's outlier mask, the mix)."""
+    Returns ({'bn', 'none', 'reg'}: ShadowPool, the pool's outlier mask, the mix); the pools come
+    from `units.lira_pool`, the one definition 03 uses."""
     from . import units
-    from .data import make_split
-    from .train import TrainConfig
     mix, seed = max(p03["outlier_frac"]), p03["seeds"][0]
-    split = make_split(ds, p03["n_train"], p03["outlier_kind"] if mix > 0 else "none", mix, seed,
-                       p03["ood_source"], p03["n_test"])
-    augment = (p03["dataset"] in ("cifar10", "cifar100")) if p03["augment"] == "auto" else p03["augment"]
-    base = TrainConfig(arch=p03["arch"], norm="bn", epochs=p03["epochs"], batch_size=p03["batch_size"],
-                       lr=p03["lr"], weight_decay=p03["weight_decay"], augment=augment)
-    kw = {"executor": p03["executor"], "pack_size": p03["pack_size"], "bn_query_mode": p03["bn_query_mode"]}
-    pools = {n: units.shadow_pool(split, replace(base, norm=n), p03["n_shadows"], seed,
-                                  trainer=p03["trainer"], **kw) for n in ("bn", "none")}
-    pools["reg"] = units.shadow_pool(split, base, p03["n_shadows"], seed, mitigation=mitigation,
-                                     trainer="plain", **kw)
-    return pools, split.mask.numpy(), float(mix)
+    pools = {n: units.lira_pool(ds, p03, mix, seed, n) for n in ("bn", "none")}
+    pools["reg"] = units.lira_pool(ds, p03, mix, seed, "bn", mitigation=mitigation, trainer="plain")
+    return pools, units.lira_split(ds, p03, mix, seed).mask.numpy(), float(mix)
 
 
 LIRA_COLORS = {"bn": "bn", "none": "none", "reg": "bn_reg"}   # pool name -> plots.COLORS key
@@ -401,6 +500,20 @@ def compare_lira(pools: Mapping[str, object], variant: str, groups: Mapping[str,
              for g, m in groups.items()}
     summary["delta_auc_bn_minus_reg"] = {g: d.as_dict() for g, d in delta.items()}
     return LiraComparison(scores, keep, summary, delta, per_target)
+
+
+def lira_row(comparison: LiraComparison, variants: Mapping[str, Variant], variant: str, tol: float,
+             pool: str, **common) -> dict:
+    """The verdict row `05.lira`: the paired AUC change on all examples, BN minus the chosen
+    setting (`variants` {'bn', 'reg', 'none'}: Variant), its shadows' clean-accuracy cost (BN's
+    minus the chosen setting's) as the confound, every family's clean test accuracy beside it."""
+    from .claims import judge
+    acc = {v.name: comparison.summary[n]["shadow_test_acc"] for n, v in variants.items()}
+    bn, reg = variants["bn"], variants["reg"]
+    cost = acc[bn.name] - acc[reg.name]
+    return judge("05.lira", comparison.delta["all"], acc_gap=cost, unit=f"LiRA ({variant}) AUC, BN minus "
+                 f"{reg.name}, 03's pool", clean_test_acc=acc, acc_cost=cost, acc_tolerance=tol, pool=pool,
+                 regularizer=reg.mit.as_dict(), **common)
 
 
 def jsonable(obj):
@@ -458,6 +571,23 @@ def frontier_table(fronts: Mapping[str, Mapping], alts: Mapping[str, Mapping],
                            "alternative minus regularizer", "acc. the regularizer lacks"], rows)
 
 
+def judged_table(runs: Mapping, corruptions: Sequence[str], seeds: Sequence[int],
+                 variants: Sequence[Variant]) -> str:
+    """The judged models per corruption kind on the evaluation seeds: final memorization (per
+    kind, `curve`) and clean test accuracy (mean [95% t interval]), and what the memorization is
+    made of: the atypical subset's accuracy on its training labels and, for rare, the rare
+    class's held-out accuracy (memorization = the first minus the second)."""
+    rows = []
+    for c in corruptions:
+        for v in variants:
+            f = lambda what: finals(runs, c, v.name, seeds, what)  # noqa: E731
+            rows.append([c, v.label, _ci(t_mean(f(MEMORIZATION))), float(f(SUBSET_ACC).mean()),
+                         float(f(HELD_OUT).mean()) if c == "rare" else None, _ci(t_mean(f(ACCURACY)))])
+    return markdown_table(["corruption", "model", "final memorization", "atypical samples' accuracy "
+                           "(training labels)", "rare: held-out accuracy of the class",
+                           "clean test acc."], rows)
+
+
 def lira_table(comparison: LiraComparison, labels: Mapping[str, str]) -> str:
     """Per variant and example group the mean AUC and TPR at 1% FPR over targets, beside the
     shadows' clean test accuracy; `labels` {pool name: label}."""
@@ -470,6 +600,34 @@ def lira_table(comparison: LiraComparison, labels: Mapping[str, str]) -> str:
 # ---------------------------------------------------------------- figure text
 LIRA_NAMES = {"online": "online", "online_fixed": "online, global variance",
               "offline": "offline", "offline_fixed": "offline, global variance"}
+
+
+def row_line(row: Mapping) -> str:
+    """One verdict row of notebook 05 in a line of rounded text (the closing printout): what it
+    measures, the estimate with its interval (or why there is none), the accuracy cost, the
+    verdict and the clean test accuracy beside it."""
+    if row["id"] == "05.lira":
+        what = "LiRA AUC, BN minus chosen"
+    elif row["id"] == "05.frontier":
+        what = f"vs {row.get('alternative')}: memorization minus the regularizer's at equal accuracy"
+    else:
+        c = row.get("corruption")
+        what = f"{c}: share of BN's {MEMORIZATION_WORDS.get(c, 'memorization')} removed"
+    est = (f"{row['measured']:+.3f} [{row['lo']:+.3f}, {row['hi']:+.3f}]" if np.isfinite(row["measured"])
+           else "no estimate (BN's memorization not above 0 in every seed: no share to remove)")
+    accs = ", ".join(f"{n} {a:.3f}" for n, a in row["clean_test_acc"].items())
+    held = ", ".join(f"{n} {a:.3f}" for n, a in row.get("rare_heldout_acc", {}).items())
+    return (f"- {what} {est}; accuracy cost {row['acc_cost']:+.3f} -> {row['verdict']}"
+            f"{' (' + row['magnitude'] + ')' if row['magnitude'] else ''}; clean test acc.: {accs}"
+            f"{'; held-out acc. of the rare class: ' + held if held else ''}")
+
+
+def kind_title(corr: str, n_atypical: int, n_train: int, n_classes: int) -> str:
+    """What the atypical samples of a corruption kind are, and how many of the training subset."""
+    if corr == "rare":
+        return (f"a rare class: {n_atypical} of {n_train} training samples "
+                f"(natural share {1 / n_classes:.0%})")
+    return f"{CORRUPTION_WORDS.get(corr, corr)}: {n_atypical} of {n_train} training samples"
 
 
 def curve_label(label: str, s: Mapping) -> str:

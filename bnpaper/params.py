@@ -143,7 +143,7 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "trainer": choice("auto", "plain", "packed"), "pack_size": number(1, 64, integer=True),
         "bn_query_mode": choice("eval", "train-batch"),
         "sigma_floor": number(0.0, 10.0, lo_open=True), "n_boot": number(10, None, integer=True),
-        "rare_pool": flag(), **_RARE},
+        "rare_pool": flag(), **_RARE, "size_sweep": int_list(2, min_len=0)},  # ranges: _cross_03
     "04_theory": {
         **_DATA, "toy_d": number(2, None, integer=True),
         "toy_n_typical": number(4, None, integer=True),
@@ -160,7 +160,7 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "augment": flag(), "seeds": int_list(0, min_len=2),  # networks: intervals over seeds
         "clean_reference": choice_list(ARCHS, min_len=0)},
     "05_mitigation": {
-        **_DATA, **_TRAIN, "corruption": one_or_list(("flip", "ood")),
+        **_DATA, **_TRAIN, "corruption": one_or_list(("flip", "ood", "rare")), **_RARE,
         "selection_seeds": int_list(0), "n_val": number(1, None, integer=True),
         "lams": number_list(0.0, None, lo_open=True), "taus": number_list(0.0, None, lo_open=True),
         "frontier_tau": number(0.0, None, lo_open=True),
@@ -220,6 +220,27 @@ def _cross_03(p: dict) -> None:
     _need(p["n_shadows"] % 2 == 0, f"n_shadows={p['n_shadows']} must be even (balanced keep matrix)")
     _need(not (p["trainer"] == "packed" and p["arch"] != "lenet"),
           f"trainer='packed' needs arch='lenet', got arch={p['arch']!r}")
+    _cross_size_sweep(p)
+
+
+SIZE_SWEEP_MIN = (4, 8)  # at least 4 pool sizes, the largest at least 8x the smallest
+
+
+def _cross_size_sweep(p: dict) -> None:
+    """03's size sweep: [] (skipped) or at least 4 increasing pool sizes spanning at least 8x,
+    each at most the training set and at least 2 batches (a shadow trains on half the pool)."""
+    sizes, (k, span) = p["size_sweep"], SIZE_SWEEP_MIN
+    if not sizes:
+        return
+    lo, hi = 2 * p["batch_size"], DATASET_SIZES[p["dataset"]]
+    wrong = [why for why, bad in (
+        ("not increasing", sorted(sizes) != list(sizes)), (f"only {len(sizes)} sizes", len(sizes) < k),
+        (f"spans only {max(sizes) / min(sizes):.3g}x", max(sizes) < span * min(sizes)),
+        (f"{min(sizes)} < {lo}", min(sizes) < lo), (f"{max(sizes)} > {hi}", max(sizes) > hi)) if bad]
+    _need(not wrong, f"size_sweep={list(sizes)!r} is not allowed ({'; '.join(wrong)}); allowed: [] "
+          f"(no sweep) or at least {k} increasing pool sizes spanning at least {span}x (largest >= "
+          f"{span} x smallest), each an integer in [2 x batch_size = {lo}, {hi}] (the "
+          f"{p['dataset']} training set)")
 
 
 def _cross_04(p: dict) -> None:
@@ -243,6 +264,10 @@ def _cross_04(p: dict) -> None:
 
 
 def _cross_05(p: dict) -> None:
+    _cross_rare(p, "rare" in p["corruption"])
+    _need(bool({"flip", "ood"} & set(p["corruption"])),
+          f"corruption={p['corruption']!r} must include 'flip' or 'ood': the setting is chosen on "
+          "them (a rare kind is judged only, never chosen on)")
     shared = sorted(set(p["selection_seeds"]) & set(p["seeds"]))
     _need(not shared, f"selection_seeds={p['selection_seeds']!r} must be disjoint from seeds="
           f"{p['seeds']!r} (nothing is chosen on the seeds it is reported on); shared: {shared}")

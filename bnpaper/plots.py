@@ -852,3 +852,73 @@ def theory_share_over_seeds(study) -> plt.Figure:
     figure_legend(fig, list(axes[0]), ncol=3, title=r"$\sigma$ from the running variance (as at test time); "
                   f"{len(study.seeds)} networks (seeds) per architecture, trained with flipped labels")
     return fig
+
+
+# ---------------------------------------------------------------- 03 LiRA: the delta-AUC against the pool size
+def size_sweep_figure(sw: dict, paper_range: tuple[float, float] | None, title: str) -> plt.Figure:
+    """Notebook 03's size sweep (`bnpaper.exposure.size_sweep`): left, BN - no-BN AUC points per
+    pool size N (log axis) with 95% intervals, the fitted line with its band over the sizes
+    measured, dashed to the paper's scale with the extrapolated value as an open marker, the
+    paper's magnitude shaded; right, clean test accuracy and train-test gap of BN and no-BN."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    fig, (ax, bx) = panels(2, 4.9, 3.9)
+    sizes, d, trend = sw["sizes"], sw["delta"], sw["trend"]
+    if paper_range is not None:
+        ax.axhspan(*paper_range, color="grey", alpha=0.15, lw=0,
+                   label=f"paper: overall {paper_range[0]:g}-{paper_range[1]:g} points")
+    ax.errorbar(sizes, [d[n].value for n in sizes], fmt="o", color="k", capsize=3, zorder=3,
+                yerr=[[d[n].value - d[n].lo for n in sizes], [d[n].hi - d[n].value for n in sizes]],
+                label="measured (95% interval: pools, targets, examples)")
+    xs = np.geomspace(sizes[0], sizes[-1], 40)
+    fit = [trend.predict(x) for x in xs]
+    s = trend.slope
+    ax.plot(xs, [e.value for e in fit], color="#1f77b4",
+            label=f"fit: {s.value:+.2f} [{s.lo:+.2f}, {s.hi:+.2f}] points per doubling")
+    ax.fill_between(xs, [e.lo for e in fit], [e.hi for e in fit], color="#1f77b4", alpha=0.18, lw=0)
+    ticks = list(sizes)
+    if sw["extrapolated"]:
+        n, pr = sw["n_paper"], sw["predicted"]
+        xe = np.geomspace(sizes[-1], n, 20)
+        ax.plot(xe, [trend.predict(x).value for x in xe], color="#1f77b4", ls="--", lw=1.2)
+        ax.errorbar([n], [pr.value], yerr=[[pr.value - pr.lo], [pr.hi - pr.value]], fmt="o",
+                    mfc="white", color="#1f77b4", capsize=3,
+                    label=f"extrapolated to N = {n:,} (not measured)")
+        ticks.append(n)
+    ax.axhline(0, color="grey", lw=0.8)
+    for a in (ax, bx):
+        a.set_xscale("log")
+        a.xaxis.set_major_locator(FixedLocator(ticks if a is ax else sizes))
+        a.xaxis.set_minor_locator(NullLocator())
+        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        a.tick_params(axis="x", labelsize=7.5)
+    ax.set(title=title, xlabel="pool size N (clean examples; each shadow trains on N/2)",
+           ylabel="AUC(BN) - AUC(no-BN) (points)")
+    legend_below(ax, ncol=1)
+    for norm in ("bn", "none"):
+        bx.plot(sizes, [sw["acc"][n][norm] for n in sizes], "o-", color=color(norm),
+                label=f"{label(norm)}: clean test accuracy")
+        bx.plot(sizes, [sw["gap"][n][norm] for n in sizes], "s--", color=color(norm),
+                label=f"{label(norm)}: train-test gap")
+    bx.set_ylim(min(0.0, bx.get_ylim()[0]), 1.02)
+    bx.set(title="utility beside it (means over models and pools)",
+           xlabel="pool size N (clean examples; each shadow trains on N/2)",
+           ylabel="accuracy, or gap (train - test accuracy)")
+    legend_below(bx, ncol=2)
+    return fig
+
+
+def memorization_column_of_kind(axes: Sequence[plt.Axes], epochs: Sequence[int], curves: dict, title: str,
+                                kind: str, n_classes: int) -> None:
+    """`memorization_column` with the memorization axis of a corruption `kind`: flip and ood on
+    0..1 with chance (1/n_classes) dotted; rare (the rare class's trained minus held-out
+    accuracy: small, and negative where the held-out samples do better) with 0 (no
+    memorization) dotted and the axis spanning the curves (at least -0.05..0.25)."""
+    if kind != "rare":
+        memorization_column(axes, epochs, curves, title, n_classes)
+        return
+    axes[0].axhline(0, color="grey", lw=0.8, ls=":", label="no memorization (trained = held-out)")
+    memorization_column(axes, epochs, curves, title)
+    mems = [np.asarray(mem, float) for mem, _, _ in curves.values()]
+    low, high = min(float(np.nanmin(m)) for m in mems), max(float(np.nanmax(m)) for m in mems)
+    axes[0].set(ylim=(min(-0.05, low - 0.05), min(1.02, max(0.25, high + 0.05))),
+                ylabel=MEMORIZATION_YLABEL["rare"])

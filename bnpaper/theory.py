@@ -1,7 +1,9 @@
 """The paper's toy theory (notebook 04): symbolic derivation (sympy) and its LaTeX display, a
 torch simulation with real batch statistics (the margin-growth probe study and the gamma feedback
-study, each a dataclass of its runs and statistics), and gamma/sigma read from trained networks.
-No plotting here (see `bnpaper.plots.theory_*`).
+study, each a dataclass of its runs and statistics), and gamma/sigma read from trained networks
+over seeds (`TrainedStudy`: a network's share of channels above one, and the change of
+(gamma/sigma)^2 split into gamma growth and sigma shrinkage, per layer). No plotting here (see
+`bnpaper.plots.theory_*`).
 
 Toy model (one convolutional channel = one linear filter w on an input patch x in R^d):
   no-BN:  h = w.x + b                                  margin m = y * a * h
@@ -304,6 +306,7 @@ def gamma_sigma(model: nn.Module, x: torch.Tensor, batch_size: int = 128, n_batc
     statistics (median over `n_batches` batches of `x`: (N, C, H, W), normalized images)."""
     from .models import bn_layers
 
+    n_batches = max(1, min(n_batches, len(x) // batch_size))  # whole batches only
     layers = bn_layers(model)
     seen: dict[str, list[torch.Tensor]] = {name: [] for name, _ in layers}
     hooks = []
@@ -328,7 +331,8 @@ def gamma_sigma(model: nn.Module, x: torch.Tensor, batch_size: int = 128, n_batc
         s_run = (layer.running_var + layer.eps).sqrt()
         s_batch = torch.stack(seen[name]).median(0).values
         out.append({"layer": name, "ratio_running": (gam / s_run).cpu(),
-                    "ratio_batch": (gam / s_batch).cpu(), "gamma": gam.cpu()})
+                    "ratio_batch": (gam / s_batch).cpu(), "gamma": gam.cpu(),
+                    "sigma_running": s_run.cpu(), "sigma_batch": s_batch.cpu()})
     return out
 
 
@@ -666,16 +670,30 @@ def loop_verdict(row: dict, gamma_row: dict, fb: FeedbackStudy) -> dict:
 
 
 # ---------------------------------------------------------------- trained networks (notebook 04)
-def trained_gamma_sigma(result, split, batch_size: int = 128, n_batches: int = 4) -> dict:
+def initial_model(config: dict, split) -> nn.Module:
+    """The model `train.fit` starts from for a `TrainResult.config` (seeded the same way)."""
+    from .models import build_model
+
+    torch.manual_seed(config["seed"])
+    return build_model(config["arch"], config["norm"], split.x.shape[1], split.n_classes,
+                       split.x.shape[2])
+
+
+def trained_gamma_sigma(result, split, batch_size: int = 128, n_batches: int = 4,
+                        init: bool = False) -> dict:
     """|gamma|/sigma per BN layer and channel of a trained model (`train.TrainResult` on `split`),
     batch statistics from its first `n_batches` batches; with its final clean test accuracy and
-    memorization (accuracy of the corrupted samples on their corrupted labels)."""
+    memorization (accuracy of the corrupted samples on their corrupted labels). With `init`,
+    also "init_layers": the same for the model at initialization, on the same batches."""
     from .data import normalize
 
     model = result.model(split.x.shape[1], split.n_classes, split.x.shape[2])
     xs = normalize(split.x[:n_batches * batch_size], split.mean, split.std)
-    return {"layers": gamma_sigma(model, xs, batch_size, n_batches),
-            "test_acc": result.history["test_acc"][-1], "noisy_acc": result.history["noisy_acc"][-1]}
+    out = {"layers": gamma_sigma(model, xs, batch_size, n_batches),
+           "test_acc": result.history["test_acc"][-1], "noisy_acc": result.history["noisy_acc"][-1]}
+    if init:
+        out["init_layers"] = gamma_sigma(initial_model(result.config, split), xs, batch_size, n_batches)
+    return out
 
 
 def channel_fractions(layers: list[dict]) -> dict:
@@ -688,24 +706,178 @@ def channel_fractions(layers: list[dict]) -> dict:
             "all_running": np.concatenate(run) > 1, "all_batch": np.concatenate(bat) > 1}
 
 
-def channel_fields(frac: dict, est: Estimate, seed: int) -> dict:
-    """Unit and side numbers of the verdict row 'gamma/sigma > 1 in most cases' of one network."""
-    return {"unit": f"fraction of channels with |gamma|/sigma > 1 (running variance); one network "
-                    f"(seed {seed}), bootstrap over its {est.n} pooled channels, not over seeds",
-            "mean_over_layers": float(np.mean(frac["running"])),
-            "fraction_batch_stats": float(frac["all_batch"].mean())}
+# ---------------------------------------------------------------- trained networks over seeds (notebook 04)
+def factor_parts(a: list[dict], b: list[dict]) -> dict[str, np.ndarray]:
+    """log (gamma/sigma)^2 of network state `a` minus state `b` (same architecture: channel k of
+    both is the same unit, e.g. trained vs initial, or flipped vs clean labels from one init),
+    split exactly into a gamma part 2 log(|gamma_a|/|gamma_b|) and a sigma part
+    -2 log(sigma_a/sigma_b) (sigma from batch statistics at both ends: at initialization the
+    running variance is still 1). Mean over each layer's channels: (layers,) arrays 'gamma',
+    'sigma', 'total'; and over all channels pooled: scalars 'all_gamma', 'all_sigma', 'all_total'."""
+    g = [2 * np.log(la["gamma"].numpy() / lb["gamma"].numpy()) for la, lb in zip(a, b)]
+    s = [-2 * np.log(la["sigma_batch"].numpy() / lb["sigma_batch"].numpy()) for la, lb in zip(a, b)]
+    out = {"gamma": np.array([x.mean() for x in g]), "sigma": np.array([x.mean() for x in s])}
+    out["total"] = out["gamma"] + out["sigma"]
+    out["all_gamma"], out["all_sigma"] = float(np.concatenate(g).mean()), float(np.concatenate(s).mean())
+    out["all_total"] = out["all_gamma"] + out["all_sigma"]
+    return out
 
 
-def gamma_ratio_fields(est: Estimate, seed: int, noise_frac: float) -> dict:
-    """Unit of the verdict row '|gamma| noisy / clean' of one pair of networks."""
-    return {"unit": f"|gamma| {noise_frac:.0%} flipped / clean labels, geometric mean over channels "
-                    f"(same init); one pair of networks (seed {seed}), bootstrap over its {est.n} "
-                    "pooled channels, not over seeds"}
+def driver_of(gamma_part, sigma_part):
+    """Which part carries a change of log (gamma/sigma)^2 in its direction: 'gamma' where
+    the gamma part, signed by the total, is the larger, else 'sigma' (elementwise)."""
+    sign = np.sign(np.asarray(gamma_part) + np.asarray(sigma_part))
+    return np.where(sign * np.asarray(gamma_part) >= sign * np.asarray(sigma_part), "gamma", "sigma")
 
 
-def gamma_log_ratio(noisy: list[dict], clean: list[dict]) -> np.ndarray:
-    """log(|gamma| noisy / |gamma| clean) per channel of two models of one architecture trained
-    from the same seed (same initialization: channel k of both starts equal)."""
-    g_noisy = np.concatenate([l["gamma"].numpy() for l in noisy])
-    g_clean = np.concatenate([l["gamma"].numpy() for l in clean])
-    return np.log(g_noisy / g_clean)
+VERSUS = {"init": ("trained", "initialization"), "clean": ("flipped labels", "clean labels")}
+
+
+@dataclass
+class TrainedStudy:
+    """|gamma|/sigma of BN networks trained over seeds: nets[(arch, labels, seed)] is
+    `trained_gamma_sigma(..., init=True)` of the network trained on flipped ('flip') or clean
+    ('none') labels. Every interval is over seeds (networks, Student t): the channels of one
+    network share its data and training, so they are not independent units.
+
+    Two comparisons split the change of (gamma/sigma)^2 into gamma growth and sigma shrinkage
+    (`factor_parts`): 'init' (the flipped-label network, trained vs initialization) and 'clean'
+    (flipped vs clean labels, same seed: same images, initialization and data order)."""
+    nets: dict
+    archs: list[str]
+    seeds: list[int]
+
+    def clean_archs(self) -> list[str]:
+        return [a for a in self.archs if all((a, "none", s) in self.nets for s in self.seeds)]
+
+    def layer_names(self, arch: str) -> list[str]:
+        return [l["layer"] for l in self.nets[arch, "flip", self.seeds[0]]["layers"]]
+
+    def test_acc(self, arch: str, labels: str = "flip") -> float:
+        """Clean test accuracy, mean over seeds."""
+        return float(np.mean([self.nets[arch, labels, s]["test_acc"] for s in self.seeds]))
+
+    def shares(self, arch: str, key: str = "ratio_running") -> tuple[np.ndarray, np.ndarray]:
+        """Share of channels with |gamma|/sigma > 1 per seed: per layer (seeds, layers) and
+        over all channels of the network pooled (seeds,)."""
+        per_layer, pooled = [], []
+        for s in self.seeds:
+            r = [l[key].numpy() > 1 for l in self.nets[arch, "flip", s]["layers"]]
+            per_layer.append([x.mean() for x in r])
+            pooled.append(np.concatenate(r).mean())
+        return np.array(per_layer), np.array(pooled)
+
+    def most_channels(self, arch: str) -> Estimate:
+        """The share of a network's channels with |gamma|/sigma > 1 (running variance), mean
+        over networks (seeds) with a t interval over them."""
+        return t_mean(self.shares(arch)[1])
+
+    def parts(self, arch: str, versus: str) -> dict[str, np.ndarray]:
+        """`factor_parts` per seed, stacked: (seeds, layers) arrays and (seeds,) pooled ones."""
+        rows = []
+        for s in self.seeds:
+            a = self.nets[arch, "flip", s]
+            rows.append(factor_parts(a["layers"], a["init_layers"] if versus == "init"
+                                     else self.nets[arch, "none", s]["layers"]))
+        return {k: np.array([r[k] for r in rows]) for k in rows[0]}
+
+    def drivers(self, arch: str, versus: str) -> list[dict]:
+        """Per layer, and for all channels pooled (layer 'all channels'): the change of
+        log (gamma/sigma)^2 and its gamma and sigma parts (t over seeds), the part that drives
+        it (from the means) and in how many seeds the same part drives it."""
+        p = self.parts(arch, versus)
+        names = self.layer_names(arch) + ["all channels"]
+        cols = {k: np.column_stack([p[k], p[f"all_{k}"]]) for k in ("gamma", "sigma", "total")}
+        out = []
+        for j, name in enumerate(names):
+            g, s = cols["gamma"][:, j], cols["sigma"][:, j]
+            d = str(driver_of(g.mean(), s.mean()))
+            out.append({"layer": name, "total": t_mean(g + s), "gamma": t_mean(g), "sigma": t_mean(s),
+                        "driver": d, "agree": int((driver_of(g, s) == d).sum()), "n": len(g)})
+        return out
+
+    def table(self, versus: str):
+        """The drivers of every architecture as a table of factors on (gamma/sigma)^2 (geometric
+        mean over the layer's channels; mean and 95% t interval over seeds)."""
+        import pandas as pd
+
+        f = lambda e: f"x{math.exp(e.value):.2f} [{math.exp(e.lo):.2f}, {math.exp(e.hi):.2f}]"  # noqa: E731
+        a, b = VERSUS[versus]
+        archs = self.archs if versus == "init" else self.clean_archs()
+        return pd.DataFrame([{"arch": arch, "BN layer": r["layer"], f"(gamma/sigma)^2 {a} / {b}": f(r["total"]),
+                              "from gamma^2": f(r["gamma"]), "from 1/sigma^2": f(r["sigma"]),
+                              "driven by": r["driver"], "seeds agreeing": f"{r['agree']}/{r['n']}"}
+                             for arch in archs for r in self.drivers(arch, versus)])
+
+    def tables(self) -> list:
+        """`table("init")`, and `table("clean")` when an architecture has clean-label twins."""
+        return [self.table("init")] + ([self.table("clean")] if self.clean_archs() else [])
+
+    def first_network(self) -> tuple[dict, dict]:
+        """The first seed's flipped-label network per architecture and its `channel_fractions`
+        (the arguments of `plots.theory_gamma_sigma_layers`)."""
+        nets = {a: self.nets[a, "flip", self.seeds[0]] for a in self.archs}
+        return nets, {a: channel_fractions(n["layers"]) for a, n in nets.items()}
+
+    def gamma_ratio(self, arch: str) -> Estimate:
+        """|gamma| flipped / clean labels: per seed the geometric mean over channels, then the
+        geometric mean over seeds with a t interval over them (on the log scale)."""
+        return exp_estimate(t_mean(self.parts(arch, "clean")["all_gamma"] / 2))
+
+    def most_fields(self, arch: str, est: Estimate) -> dict:
+        """Unit and side numbers of the verdict row 'gamma/sigma > 1 in most channels'."""
+        per_layer, pooled = self.shares(arch)
+        return {"unit": f"share of a network's channels with |gamma|/sigma > 1 (running variance), mean over "
+                        f"{est.n} networks (seeds {self.seeds}), 95% t interval over the networks",
+                "share_per_seed": pooled.tolist(), "n_channels": int(sum(len(l["gamma"]) for l in
+                                                                          self.nets[arch, "flip", self.seeds[0]]["layers"])),
+                "share_batch_stats_per_seed": self.shares(arch, "ratio_batch")[1].tolist()}
+
+    def gamma_fields(self, arch: str, est: Estimate, noise_frac: float) -> dict:
+        """Unit and side numbers of the verdict row '|gamma| flipped / clean labels', with the
+        split of (gamma/sigma)^2 flipped / clean into its gamma and sigma parts."""
+        r = self.drivers(arch, "clean")[-1]
+        return {"unit": f"|gamma| {noise_frac:.0%} flipped / clean labels, geometric mean over channels per "
+                        f"network, over {est.n} pairs of networks (seeds, a pair shares init and images), "
+                        "95% t interval",
+                "factor_ratio": math.exp(r["total"].value), "factor_ratio_from_gamma": math.exp(r["gamma"].value),
+                "factor_ratio_from_sigma": math.exp(r["sigma"].value), "driver": r["driver"]}
+
+    def summary(self) -> dict:
+        """The study's numbers for results.json: per architecture the layer names, the share of
+        channels > 1 per seed and layer, and both decompositions (log scale, t over seeds)."""
+        out = {}
+        for arch in self.archs:
+            per_layer, pooled = self.shares(arch)
+            out[arch] = {"layers": self.layer_names(arch), "share_above_one": per_layer.tolist(),
+                         "share_above_one_pooled": pooled.tolist(), "test_acc": self.test_acc(arch),
+                         **{f"log_factor_{v}": [{**r, **{k: r[k].as_dict() for k in ("total", "gamma", "sigma")}}
+                                                for r in self.drivers(arch, v)]
+                            for v in VERSUS if v == "init" or arch in self.clean_archs()}}
+        return out
+
+    def story(self) -> str:
+        """Plain sentences: what drives the rise of (gamma/sigma)^2 in training, layer by layer,
+        and whether flipped labels raise gamma (the paper's feedback loop) in each network."""
+        out = []
+        for arch in self.archs:
+            rows = self.drivers(arch, "init")
+            layers, pooled = rows[:-1], rows[-1]
+            n_sig = sum(r["driver"] == "sigma" for r in layers)
+            up = sum(r["total"].lo > 0 for r in layers)
+            down = sum(r["total"].hi < 0 for r in layers)
+            out.append(f"{arch}: over training (gamma/sigma)^2 changes x{math.exp(pooled['total'].value):.2f} "
+                       f"(all channels) = x{math.exp(pooled['gamma'].value):.2f} from gamma times "
+                       f"x{math.exp(pooled['sigma'].value):.2f} from sigma; it rises in {up} and falls in {down} "
+                       f"of {len(layers)} BN layers (95% t intervals over {pooled['n']} seeds), and sigma drives "
+                       f"the change in {n_sig} of them, gamma in {len(layers) - n_sig}.")
+            if arch in self.clean_archs():
+                g, c = self.gamma_ratio(arch), self.drivers(arch, "clean")[-1]
+                word = ("higher with flipped labels" if g.lo > 1 else "lower with flipped labels"
+                        if g.hi < 1 else "no clear difference")
+                out.append(f"  |gamma| with flipped / clean labels: x{g.value:.3f} [{g.lo:.3f}, {g.hi:.3f}] over "
+                           f"{g.n} seeds ({word}); (gamma/sigma)^2 x{math.exp(c['total'].value):.2f}, "
+                           f"driven by {c['driver']}"
+                           + ("" if g.lo > 1 else ": outliers do not drive gamma up here, against the paper's "
+                              "positive-feedback loop") + ".")
+        return "\n".join(out)

@@ -1,13 +1,15 @@
 """Every cached unit the notebooks use, built in one place: a trained model (01, 02, 04, 05) and a
-shadow-model pool (03, 05). Notebooks never build cache keys; the key is the unit's configuration,
-the data fingerprint, the package source and the torch version (`bnpaper.store`)."""
+shadow-model pool (03, 05), and notebook 03's LiRA pool from its resolved parameters (03, 05).
+Notebooks never build cache keys; the key is the unit's configuration, the data fingerprint, the
+package source and the torch version (`bnpaper.store`)."""
 from __future__ import annotations
 
 from dataclasses import asdict
 from functools import partial
+from typing import Mapping
 
 from . import shadow
-from .data import Split
+from .data import Dataset, Split, make_split
 from .mitigation import MitigationConfig, fit_mitigated
 from .probes import GradProbe
 from .store import Store
@@ -48,3 +50,39 @@ def shadow_pool(split: Split, base: TrainConfig, n_shadows: int, seed: int,
     return shadow.run_shadows(split, base, keep, seed=seed, executor=executor, trainer=trainer,
                               pack_size=pack_size, bn_query_mode=bn_query_mode, store=store,
                               mitigation=mitigation)
+
+
+def _lira_config(p: Mapping, norm: str) -> TrainConfig:
+    """Notebook 03's shadow training config for `norm` from its resolved parameters `p`
+    (augment 'auto': on for CIFAR)."""
+    augment = (p["dataset"] in ("cifar10", "cifar100")) if p["augment"] == "auto" else p["augment"]
+    return TrainConfig(arch=p["arch"], norm=norm, epochs=p["epochs"], batch_size=p["batch_size"],
+                       lr=p["lr"], weight_decay=p["weight_decay"], augment=augment)
+
+
+def lira_split(ds: Dataset, p: Mapping, mix: float | str, seed: int,
+               n_train: int | None = None) -> Split:
+    """Notebook 03's pool of examples: `n_train` (default p['n_train']) training images drawn
+    with `seed`, a `mix` share of them outliers of p['outlier_kind'] (0: clean data), or, for
+    mix 'rare', one class kept at p['rare_share'] of it. The seed alone decides the data (the
+    same for every norm); clean pools of one seed are nested (a smaller one is a prefix)."""
+    n = p["n_train"] if n_train is None else n_train
+    if mix == "rare":
+        return make_split(ds, n, "rare", 0.0, seed, p["ood_source"], p["n_test"], p["rare_share"],
+                          p["rare_class"])
+    return make_split(ds, n, p["outlier_kind"] if mix > 0 else "none", mix, seed, p["ood_source"],
+                      p["n_test"])
+
+
+def lira_pool(ds: Dataset, p: Mapping, mix: float | str, seed: int, norm: str,
+              mitigation: MitigationConfig = NO_MITIGATION, trainer: str | None = None,
+              n_train: int | None = None, store: Store | None = None) -> shadow.ShadowPool:
+    """Notebook 03's pool of p['n_shadows'] shadow models of `norm` on `lira_split(ds, p, mix,
+    seed, n_train)`, built from 03's resolved parameters `p` exactly as 03 builds it: whoever
+    asks for it (03's pools and size sweep, 05's LiRA comparison) gets the very cache units 03
+    trained. trainer: None for p['trainer']; a `mitigation` (the gamma/sigma regularizer) is
+    the same pool trained with it."""
+    return shadow_pool(lira_split(ds, p, mix, seed, n_train), _lira_config(p, norm),
+                       p["n_shadows"], seed, mitigation, p["executor"],
+                       p["trainer"] if trainer is None else trainer, p["pack_size"],
+                       p["bn_query_mode"], store)

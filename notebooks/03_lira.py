@@ -34,6 +34,9 @@
 # **Rare samples** (the paper's third kind): per seed one more pool where one class makes up only
 # `rare_share` of it (2% where its natural share is 1/classes = 10%); LiRA on its members.
 #
+# **Data size.** Our pools hold thousands of images, the paper's presumably whole training sets
+# (50,000-60,000; it gives no size). Clean pools of each size in `size_sweep`: does the gap shrink?
+#
 # **BN semantics.** Queries use eval mode (running statistics); `bn_query_mode="train-batch"`
 # normalizes each query batch with its own statistics (an ablation, on a copy of the model).
 #
@@ -71,6 +74,7 @@ rare_pool = True                 # also one pool per seed with a rare class (LiR
 rare_share = 0.02                # the rare class's share of that pool, in (0, 1/classes]
 rare_class = -1                  # which class is rare; -1: a seeded choice per seed
 download = False                 # allow torchvision to download the dataset if it is missing
+size_sweep = [500, 1000, 2000, 4000]  # clean pool sizes N for the delta-AUC vs N ([]: skip); N of n_train: reused
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -88,27 +92,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown, display
 
-from bnpaper import claims, data, exposure, mia, plots, train, units
+from bnpaper import claims, data, exposure, mia, plots, units
 
 plots.use_style()
-ds = data.load_dataset(dataset, download=download)
-use_augment = (dataset in ("cifar10", "cifar100")) if augment == "auto" else augment
-base = lambda norm: train.TrainConfig(arch=arch, norm=norm, epochs=epochs, batch_size=batch_size,
-                                      lr=lr, weight_decay=weight_decay, augment=use_augment)
-shadow_kw = dict(executor=executor, trainer=trainer, pack_size=pack_size, bn_query_mode=bn_query_mode)
-t0, pools, masks, rare, rare_masks = time.time(), {}, {}, {}, {}
-for mix in outlier_frac:
-    for seed in seeds:
-        split = data.make_split(ds, n_train, outlier_kind if mix > 0 else "none", mix, seed,
-                                ood_source, n_test)
-        masks[mix, seed] = split.mask.numpy()
-        for norm in norms:
-            pools[mix, seed, norm] = units.shadow_pool(split, base(norm), n_shadows, seed, **shadow_kw)
-for seed in seeds if rare_pool else []:
-    split = data.make_split(ds, n_train, "rare", 0.0, seed, ood_source, n_test, rare_share, rare_class)
-    rare_masks[seed] = split.mask.numpy()
-    for norm in norms:
-        rare[seed, norm] = units.shadow_pool(split, base(norm), n_shadows, seed, **shadow_kw)
+ds, t0 = data.load_dataset(dataset, download=download), time.time()
+masks = {(m, s): units.lira_split(ds, run.params, m, s).mask.numpy() for m in outlier_frac for s in seeds}
+pools = {(m, s, n): units.lira_pool(ds, run.params, m, s, n) for m, s in masks for n in norms}
+rare_masks = {s: units.lira_split(ds, run.params, "rare", s).mask.numpy() for s in seeds if rare_pool}
+rare = {(s, n): units.lira_pool(ds, run.params, "rare", s, n) for s in rare_masks for n in norms}
 print(f"{(len(pools) + len(rare)) * n_shadows} shadow models ready in {time.time() - t0:.0f} s")
 
 # %% [markdown]
@@ -143,13 +134,7 @@ display(Markdown(md))
 # and the outliers, for which the paper gives no number, are tested for direction (claims.yaml).
 
 # %%
-deltas = {}
-for mix in outlier_frac:
-    for group in groups(mix, seeds[0]):
-        e = mia.paired_delta_auc([(scores[mix, s, "bn"]["online"], scores[mix, s, "none"]["online"],
-                                   pools[mix, s, "bn"].keep) for s in seeds],
-                                 [groups(mix, s)[group] for s in seeds], n_boot=n_boot, seed=0)
-        deltas[mix, group] = exposure.points(e)
+deltas = exposure.online_deltas(scores, pools, groups, outlier_frac, seeds, n_boot)  # all pools, one bootstrap
 paper = {m: claims.claim(claims.lira_claim_id(m, "all")) for m in outlier_frac}
 fig, ax = plt.subplots(figsize=(6.4, 3.8))
 plots.delta_auc_points(ax, outlier_frac, deltas, {m: c.get("threshold") for m, c in paper.items()},
@@ -165,14 +150,9 @@ run.figure(fig, "delta_auc")
 
 # %%
 mix_hi = max(outlier_frac)
-fig, axes = plots.panels(len(groups(mix_hi, seeds[0])) - ("inliers" in groups(mix_hi, seeds[0])), 4.4, 4.6)
-for ax, group in zip(axes, ("all", "outliers")):
-    curves = {}
-    for norm in norms:
-        s = np.concatenate([scores[mix_hi, sd, norm]["online"][:, groups(mix_hi, sd)[group]].ravel() for sd in seeds])
-        y = np.concatenate([pools[mix_hi, sd, norm].keep[:, groups(mix_hi, sd)[group]].ravel() for sd in seeds])
-        a = table[f"{mix_hi}/{norm}/{group}/online"]["auc"]["value"]
-        curves[f"{plots.label(norm)}: AUC {a:.3f}, test acc. {acc[mix_hi][norm]:.2f}"] = (*mia.roc(s, y), plots.color(norm))
+rocs = exposure.pooled_rocs(scores, pools, groups, mix_hi, seeds, norms, table, acc)
+fig, axes = plots.panels(len(rocs), 4.4, 4.6)
+for ax, (group, curves) in zip(axes, rocs.items()):
     n_ex, n_out = int(groups(mix_hi, seeds[0])[group].sum()), int(masks[mix_hi, seeds[0]].sum())
     plots.roc_loglog(ax, curves, f"{'all examples' if group == 'all' else 'outliers only'}: {n_ex} examples "
                      f"({n_out} outliers)\ncurve: {n_shadows} targets pooled; AUC: mean per target")
@@ -217,10 +197,28 @@ if rare_pool:
     run.figure(fig, "rare_roc")
 
 # %% [markdown]
+# ## Data size: does the delta-AUC close toward the paper's 3-5 points as N grows?
+# Our pools hold thousands of examples, the paper's (presumably) whole training sets. Per N in `size_sweep`,
+# clean pools (no injected outliers; at N = `n_train` the main clean pools) of BN and no-BN models
+# trained with the same recipe (the same epochs: a smaller pool also trains fewer steps); online
+# LiRA's paired delta-AUC over every seed's pool; a weighted line on log2 N gives the change per
+# doubling and, labelled as the extrapolation it is, the value at the paper's N.
+
+# %%
+if size_sweep:
+    SW = exposure.size_sweep(exposure.size_pools(ds, run.params, pools), run.params, sigma_floor, n_boot)
+    display(Markdown(SW["table"]))
+    fig = plots.size_sweep_figure(SW, claims.claim("03.auc.mix0.all")["paper_range"], f"online LiRA, {n_shadows} "
+                                  f"models per norm and N,\n{len(seeds)} pool(s) per N; 95% intervals")
+    fig.tight_layout()
+    run.figure(fig, "delta_auc_vs_size")
+    display(Markdown("**Reading.** " + SW["reading"]))
+
+# %% [markdown]
 # ## Verdict
-# Each delta-AUC judged by its claim next to utility (Holm's correction over this run's rows): a
-# "reproduced" becomes *inconclusive* when BN's clean test accuracy exceeds no-BN's by more than
-# the tolerance (no-BN may leak less because it learned less).
+# Each delta-AUC judged by its claim next to utility (Holm's correction over this run's rows; the
+# size trend, exploratory, apart): a "reproduced" becomes *inconclusive* when BN's clean test
+# accuracy exceeds no-BN's by more than the tolerance (no-BN may leak less as it learned less).
 
 # %%
 rows = [claims.judge(claims.lira_claim_id(mix, group), e, acc_gap=acc[mix]["bn"] - acc[mix]["none"],
@@ -231,13 +229,15 @@ rows = [claims.judge(claims.lira_claim_id(mix, group), e, acc_gap=acc[mix]["bn"]
 rows += [claims.judge(cid, RX["delta"][g], acc_gap=RX["acc"]["bn"] - RX["acc"]["none"], share=f"{rare_share:.0%}", subgroup=g,
                       unit="AUC points, BN minus no-BN (online LiRA)", clean_test_acc=RX["acc"], train_test_gap=RX["gap"],
                       dataset=dataset, budget=budget) for g, cid in (("rare", "03.auc.rare"), ("all", "03.auc.rare.all")) if rare_pool]
+if size_sweep:  # "falls": the estimate is minus the slope, AUC points lost per doubling of N
+    rows.append(claims.judge("03.size.trend", SW["fall"], dataset=dataset, budget=budget, **SW["row"]))
 run.save({"claims": rows, "table": table, "rare": RX["results"] if rare_pool else None,
           "delta_auc": {f"{m}/{g}": e.as_dict() for (m, g), e in deltas.items()},
           "memorization_score": {n: {g: float(mem[n][m].mean()) if m.any() else None
                                      for g, m in (("inliers", ~out_mask), ("outliers", out_mask))} for n in norms},
-          "per_model": {f"{m}/{s}/{n}": {"test_acc": p.test_acc.tolist(), "train_acc": p.train_acc.tolist(),
-                                         "gap": p.gap.tolist()} for (m, s, n), p in pools.items()},
-          "key_figures": notebook.figure_paths(run, ["roc_loglog", "delta_auc"] + ["rare_roc"] * rare_pool)})
+          "per_model": exposure.per_model(pools), "size_sweep": SW["results"] if size_sweep else None,
+          "key_figures": notebook.figure_paths(run, ["roc_loglog", "delta_auc"] + ["rare_roc"] * rare_pool
+                                               + ["delta_auc_vs_size"] * bool(size_sweep))})
 
 # %%
 # NBVAL_CHECK_OUTPUT

@@ -28,7 +28,8 @@
 # **What this notebook does.** (1) Derives the margin change with sympy and asserts each result
 # (a wrong derivation stops the run). (2) Simulates the toy model with *real* batch statistics:
 # measured margin growth of mislabeled outliers against the predicted factor, and $\gamma$ with
-# and without outliers. (3) Reads $\gamma/\sigma$ per channel from trained LeNet / ResNet-20.
+# and without outliers. (3) Reads $\gamma/\sigma$ per channel from LeNet / ResNet-20 networks
+# trained over several seeds: which of $\gamma$ growth and $\sigma$ shrinkage drives the factor.
 
 # %% tags=["parameters"]
 dataset = "fashion_mnist"        # dataset of the trained networks (part 3)
@@ -48,13 +49,13 @@ probe_every = 20                 # probe each outlier in the batch every that ma
 archs = ["lenet", "resnet20"]    # trained networks for gamma/sigma (BN models)
 n_train = {"lenet": 8000, "resnet20": 4000}   # training samples per architecture
 epochs = {"lenet": 15, "resnet20": 4}         # epochs per architecture
-n_test = 10000                   # clean test samples (test accuracy next to gamma/sigma)
+n_test = 2000                    # clean test samples (test accuracy next to gamma/sigma)
 noise_frac = 0.1                 # share of flipped labels in the trained networks' data
 batch_size = 128                 # SGD mini-batch size of the trained networks
 lr = 0.05                        # peak learning rate (cosine, momentum 0.9)
 weight_decay = 5e-4              # L2 weight decay
 augment = False                  # random crop + flip for the trained networks (CIFAR)
-seed = 0                         # seed of the trained networks
+seeds = [0, 1, 2]                # trained networks per architecture (data, flips, init follow it)
 clean_reference = ["lenet"]      # archs also trained on clean labels: does label noise raise gamma?
 download = False                 # allow torchvision to download the dataset if it is missing
 
@@ -75,6 +76,7 @@ from bnpaper import notebook; run = notebook.start(globals(), "04_theory")  # no
 # %%
 import numpy as np
 import sympy as sp
+from IPython.display import display
 from bnpaper import claims, data, plots, stats, theory as S, train, units
 
 plots.use_style()
@@ -93,10 +95,9 @@ assert not S.equal(ratio, S.gamma / S.sigma)  # the checker does reject a wrong 
 # Both models are compared **at equal $\ell'$** (e.g. the function-matched no-BN twin of part 2,
 # $w' = \gamma w/\sigma$, $b' = \beta-\gamma\mu/\sigma$, computes the same margins). Since
 # $-\eta\ell' a^2\lVert x\rVert^2 > 0$ both margins grow; BN's grows $(\gamma/\sigma)^2$ times as
-# much. **Variants.** If the batch mean follows $w$ ($\mu = w\cdot\bar x$), $x$ becomes $x-\bar x$.
-# If $\gamma$, $\beta$, $a$ are updated too, each group adds its own non-negative term
-# ($\Delta m = -\eta\ell'\sum_\theta(\partial m/\partial\theta)^2$); only the $w$ path carries
-# $(\gamma/\sigma)^2$. **The gradient on $\gamma$** of a batch loss $\frac1n\sum_i\ell(m_i)$ is
+# much. **Variants.** If $\mu = w\cdot\bar x$ follows $w$, $x$ becomes $x-\bar x$. Updating $\gamma$, $\beta$,
+# $a$ too adds one non-negative term per group ($\Delta m = -\eta\ell'\sum_\theta(\partial m/\partial\theta)^2$);
+# only the $w$ path carries $(\gamma/\sigma)^2$. **The gradient on $\gamma$** of $\frac1n\sum_i\ell(m_i)$ is
 # $\frac1n\sum_i \ell'_i y_i a\hat z_i$: a sample's share is $\propto|\ell'_i||\hat z_i|$, and the
 # logistic $\ell'$ vanishes for fitted samples, so misfit samples with large activations dominate.
 # Its *sign*: the step raises $\gamma$ only when $y_i a\hat z_i > 0$; a mislabeled sample whose
@@ -157,54 +158,57 @@ run.figure(plots.theory_margin_growth(ps, toy_batch_sizes, toy_lrs), "margin_gro
 # ## The feedback loop: $\gamma$ with and without outliers
 # The same toy (default batch size and lr, $|w_0| = 1$) trained on the same typical samples with
 # and without the outliers, and without BN. The factor can rise through $\gamma$ (the paper's
-# loop) or through the batch $\sigma$ falling (fitting outliers turns $w$ towards low-variance
-# noise directions): $\log(\gamma/\sigma)^2 = 2\log|\gamma| - 2\log\sigma$ splits the log of the
-# factor's ratio (with / without outliers, last steps) exactly into a $\gamma$ and a $\sigma$
-# part. Student-t intervals over seeds, paired by seed.
+# loop) or through the batch $\sigma$ falling: $\log(\gamma/\sigma)^2 = 2\log|\gamma| - 2\log\sigma$
+# splits the log of the factor's ratio (with / without outliers, last steps) exactly into a
+# $\gamma$ and a $\sigma$ part. Student-t intervals over seeds, paired by seed.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 fb = S.feedback_study(base, toy_seeds, default_batch_size, default_lr)
 run.figure(plots.theory_gamma_feedback(fb), "gamma_feedback")
-print(f"outliers are {fb.population_share:.1%} of the samples and carry {fb.gamma_share:.1%} of "
-      f"sum_i |dL/dgamma_i|; (gamma/sigma)^2 with/without outliers driven by {fb.driver}")
+print(f"outliers: {fb.population_share:.1%} of the samples, {fb.gamma_share:.1%} of sum_i |dL/dgamma_i|")
 
 # %% [markdown]
-# ## Part 3: $\gamma/\sigma$ in trained networks
-# BN models of each architecture trained with `noise_frac` flipped labels (the same cached unit as
-# notebook 01 when the settings match), and on clean labels for `clean_reference`. Per BN layer
-# and channel: $|\gamma|/\sigma$ with $\sigma = \sqrt{\text{running\_var}+\epsilon}$, and with
-# $\sigma$ from batch statistics (median over 4 training batches, training-mode forward).
+# ## Part 3: $\gamma/\sigma$ in trained networks, over seeds
+# Per architecture and seed (data subset, flips, init and data order) a BN network trained with
+# `noise_frac` flipped labels, and for `clean_reference` its twin on clean labels (same images,
+# init, order). Per BN layer and channel: $|\gamma|/\sigma$, $\sigma = \sqrt{\text{running\_var}+\epsilon}$
+# (as at test time) or from 4 training batches, also at initialization. **The unit is a
+# network**: its channels share one training run, so every interval is over seeds.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 ds = data.load_dataset(dataset, download=download)
-nets, clean = {}, {}
+nets = {}  # (arch, labels, seed) -> |gamma|/sigma per BN layer, trained and at initialization
 for arch in archs:
-    for corr, frac, out in (("flip", noise_frac, nets), ("none", 0.0, clean)):
-        if out is clean and arch not in clean_reference:
-            continue
-        split = data.make_split(ds, n_train[arch], corr, frac, seed, n_test=n_test)
-        cfg = train.TrainConfig(arch=arch, norm="bn", epochs=epochs[arch], batch_size=batch_size,
-                                lr=lr, weight_decay=weight_decay, augment=augment, seed=seed)
-        res = units.trained(split, cfg, desc=f"{arch} bn, {corr}")
-        out[arch] = S.trained_gamma_sigma(res, split, batch_size, n_batches=4)
-fracs = {arch: S.channel_fractions(nets[arch]["layers"]) for arch in archs}
-for arch in archs:
-    print(f"{arch}: {len(nets[arch]['layers'])} BN layers, clean test acc {nets[arch]['test_acc']:.3f}"
-          + (f" (trained on clean labels: {clean[arch]['test_acc']:.3f})" if arch in clean else ""))
-run.figure(plots.theory_gamma_sigma_layers(nets, fracs, seed, noise_frac), "gamma_over_sigma_trained")
-run.figure(plots.theory_fraction_above_one(fracs, seed, nets), "fraction_above_one")
+    for labels, frac in (("flip", noise_frac), ("none", 0.0)):
+        for s in (seeds if labels == "flip" or arch in clean_reference else []):
+            split = data.make_split(ds, n_train[arch], labels, frac, s, n_test=n_test)
+            cfg = train.TrainConfig(arch=arch, norm="bn", epochs=epochs[arch], batch_size=batch_size,
+                                    lr=lr, weight_decay=weight_decay, augment=augment, seed=s)
+            res = units.trained(split, cfg, desc=f"{arch} bn, {labels} labels, seed {s}")
+            nets[arch, labels, s] = S.trained_gamma_sigma(res, split, batch_size, 4, init=True)
+tn = S.TrainedStudy(nets, archs, seeds)
+run.figure(plots.theory_gamma_sigma_layers(*tn.first_network(), seeds[0], noise_frac), "gamma_over_sigma_trained")
+run.figure(plots.theory_share_over_seeds(tn), "fraction_above_one")
+
+# %% [markdown]
+# **Gamma growth or sigma shrinkage?** The change of $(\gamma/\sigma)^2$ between two states of a
+# network (trained vs. initialization; flipped vs. clean labels from one init) is exactly a
+# $\gamma^2$ factor times a $1/\sigma^2$ factor (geometric means over a layer's channels; batch
+# $\sigma$ at both ends). The paper's loop predicts a growing $\gamma$, more so with outliers.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+run.figure(plots.theory_factor_drivers(tn), "gamma_sigma_drivers")
+display(*tn.tables())  # trained / initialization, then flipped / clean labels
 
 # %% [markdown]
 # ## Verdict
-# Each claim's test is in `bnpaper/claims.yaml`. **Derivation**: the derived ratio over
-# $(\gamma/\sigma)^2$ is exactly 1. **Simulation**: the agreement interval (bootstrap over runs)
-# lies inside the claim's band (an equivalence test). **Feedback** (toy, paired by seed): final
-# $\gamma$ with minus without outliers; a rise of $(\gamma/\sigma)^2$ is the paper's loop only if
-# that $\gamma$ claim holds too (a rise carried by $\sigma$ is "inconclusive"). **Trained nets**:
-# share of channels with $|\gamma|/\sigma>1$ (running variance) and $|\gamma|$ noisy/clean, each a
-# bootstrap over the pooled channels of **one** network (one seed: not an across-seed interval).
+# Tests and bands in `bnpaper/claims.yaml`. **Derivation**: ratio / $(\gamma/\sigma)^2$ exactly 1.
+# **Simulation**: agreement interval (bootstrap over runs) inside the band (equivalence test).
+# **Feedback** (toy, by seed): a rise of $(\gamma/\sigma)^2$ is the paper's loop only if $\gamma$ grows
+# too. **Trained nets**, over networks (seeds): share of channels > 1, $|\gamma|$ flipped / clean.
 
 # %%
 common = {"dataset": dataset, "budget": budget, "clean_test_acc": fb.test_acc}  # toy test acc
@@ -215,28 +219,24 @@ rows = [claims.judge("04.derivation", stats.Estimate(one, one, one, 1), dataset=
         claims.judge("04.gamma_feedback.toy", fb.gap_gamma, **common, **fb.row_fields("gamma"))]
 amp = claims.judge("04.amplification.toy", S.exp_estimate(fb.factor_gap), **common, **fb.row_fields("factor"))
 rows.append(S.loop_verdict(amp, rows[2], fb))  # a rise through sigma alone is not the paper's loop
-for arch in archs:  # one network: its channels resampled
-    f = stats.bootstrap_mean(fracs[arch]["all_running"].astype(float), seed=0)
-    rows.append(claims.judge("04.most_channels", f, arch=arch, dataset=dataset, budget=budget,
-                             clean_test_acc={"bn": nets[arch]["test_acc"]},
-                             **S.channel_fields(fracs[arch], f, seed)))
-for arch in clean_reference:  # same seed, same init: channel k of both models starts equal
-    log_ratio = S.gamma_log_ratio(nets[arch]["layers"], clean[arch]["layers"])  # per channel
-    e = S.exp_estimate(stats.bootstrap_mean(log_ratio, seed=0))  # geometric mean over channels
+for arch in archs:  # the unit is a network: its share of channels, an interval over seeds
+    e = tn.most_channels(arch)
+    rows.append(claims.judge("04.most_channels", e, arch=arch, dataset=dataset, budget=budget,
+                             clean_test_acc={"bn": tn.test_acc(arch)}, **tn.most_fields(arch, e)))
+for arch in tn.clean_archs():  # pairs of networks from one seed: same init, images and order
+    e = tn.gamma_ratio(arch)
     rows.append(claims.judge("04.gamma_noisy_vs_clean", e, arch=arch, dataset=dataset, budget=budget,
-                             **S.gamma_ratio_fields(e, seed, noise_frac), clean_test_acc={
-                                 "bn": nets[arch]["test_acc"], "bn_clean_labels": clean[arch]["test_acc"]}))
-run.save({"claims": rows,
+                             **tn.gamma_fields(arch, e, noise_frac), clean_test_acc={
+                                 "bn": tn.test_acc(arch), "bn_clean_labels": tn.test_acc(arch, "none")}))
+run.save({"claims": rows, "trained": tn.summary(),
           "derivation": {"ratio": str(ratio), "ratio_centered": str(ratio_c), "gamma_gradient": str(g_gamma)},
           "simulation": {**ps.summary(), **fb.summary()},
-          "layers": {a: {"names": [l["layer"] for l in nets[a]["layers"]],
-                         **{k: fracs[a][k] for k in ("running", "batch")}} for a in archs},
           "key_figures": notebook.figure_paths(run, ["margin_growth_measured_vs_predicted",
-                                                     "gamma_over_sigma_trained"])})
+                                                     "gamma_sigma_drivers", "gamma_over_sigma_trained"])})
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"Theory check ({budget} budget; trained networks on {dataset})")
+print(f"Theory check ({budget} budget; trained networks on {dataset}, seeds {seeds})")
 for c in rows:
     accs = ", ".join(f"{k} {v:.2f}" for k, v in (c["clean_test_acc"] or {}).items()) or "n/a"
     print(f"- {c['claim']}: {c['measured']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}] {c['unit'].split(';')[0]}"
@@ -247,4 +247,4 @@ print(f"Derived ratio: {ratio}; with the batch mean following w: {ratio_c.subs(x
       f"xbar = (1, 0, 0). Simulation: log-log slope {ps.loglog_slope:.2f}; infinitesimal step "
       f"{np.exp(ps.tiny_fixed.value):.2f} (full first order within {100 * (ps.tiny_full_error - 1):.0f}%); "
       f"outlier memorization BN - no-BN {fb.mem_gap.fmt(2)}.")
-print(fb.story(rows[2]["verdict"]))
+print(fb.story(rows[2]["verdict"]), tn.story(), sep="\n")

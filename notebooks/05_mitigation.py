@@ -34,14 +34,22 @@
 # test set the chosen setting is judged, and the regularizer's frontier (clean accuracy against
 # memorization over lambda) is set beside what a practitioner would try instead; (3) LiRA on
 # notebook 03's shadow pools with and without the chosen setting.
+#
+# **Rare samples** (the paper's third kind): one class kept at `rare_share` of the training subset,
+# labels true, so their memorization is, as in notebook 01, accuracy on the trained members minus on
+# held-out test samples of that class. Rare is *judged only* (not in the selection grid, the frontier,
+# the alternatives nor LiRA): BN, the chosen setting and no-BN train on rare subsets of the evaluation
+# seeds. Does a setting chosen on label flips and OOD images protect rare samples, at what cost?
 
 # %% tags=["parameters"]
 dataset = "fashion_mnist"        # mnist | fashion_mnist (offline default) | cifar10 | cifar100
 budget = "quick"                 # ci | quick | paper: which params/<budget>.yaml applies
 arch = "lenet"                   # lenet | resnet20 | resnet18 | densenet
-corruption = ["flip", "ood"]     # "flip", "ood", or both as a list
-noise_frac = 0.1                 # share of training samples corrupted, in (0, 1)
+corruption = ["flip", "ood", "rare"]  # any of "flip", "ood", "rare" (one or a list; flip or ood needed)
+noise_frac = 0.1                 # flip / ood: share of training samples corrupted, in (0, 1)
 ood_source = "digits"            # OOD images: noise | digits | mnist | fashion_mnist | cifar10 | cifar100
+rare_share = 0.02                # rare: the rare class's share of the training subset, in (0, 1/classes]
+rare_class = -1                  # rare: which class is rare; -1: a seeded choice per seed
 n_train = 4000                   # training samples of every model (a seeded subset)
 n_test = 2000                    # clean test images: the evaluation models' clean accuracy
 epochs = 8                       # training epochs
@@ -70,8 +78,9 @@ from bnpaper import notebook; run = notebook.start(globals(), "05_mitigation")  
 # ## 1. The setting is chosen in advance, on held-out data
 # The rule is written in `bnpaper/claims.yaml` (`settings.selection`) and printed below. Every
 # candidate and plain BN train on subsets drawn from the training set minus `n_val` held-out
-# validation images, on the selection seeds, for every corruption; their clean accuracy is read
-# on the validation images, never on the test set. Only the chosen setting is judged.
+# validation images, on the selection seeds, for every flip and OOD corruption (not rare); their
+# clean accuracy is read on the validation images, never on the test set. Only the chosen setting
+# is judged.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -86,49 +95,53 @@ ds = data.load_dataset(dataset, download=download)
 V, MC = ms.Variant, mitigation.MitigationConfig
 base = train.TrainConfig(arch=arch, epochs=epochs, batch_size=batch_size, lr=lr,
                          weight_decay=weight_decay, augment=augment)
-BN, NOBN = V("bn"), V("none")
+BN, NOBN, GRID = V("bn"), V("none"), ms.grid_kinds(corruption)  # GRID: the kinds the setting is chosen on
 CANDIDATES = [V("bn", MC("penalty", lam, tau)) for tau in taus for lam in lams] + \
              [V("bn", MC("projection", tau=tau)) for tau in projection_taus]
-sel_runs = ms.train_grid(ms.selection_splits(ds, corruption, selection_seeds, n_train, noise_frac, ood_source, n_val),
+sel_runs = ms.train_grid(ms.selection_splits(ds, GRID, selection_seeds, n_train, noise_frac, ood_source, n_val),
                          [BN] + CANDIDATES, base, "selection: ")
 rule = ms.selection_rule("05")
-scores = ms.selection_scores(sel_runs, corruption, selection_seeds, BN, CANDIDATES)
+scores = ms.selection_scores(sel_runs, GRID, selection_seeds, BN, CANDIDATES)
 CHOSEN = next(v for v in CANDIDATES if v.name == ms.choose(scores, rule["max_val_cost"]))
 display(Markdown(f"**Rule.** {rule['rule']}\n\n{ms.selection_table(scores, CANDIDATES, CHOSEN, rule['max_val_cost'])}"
                  f"\n\n**Chosen: {CHOSEN.label}** (selection seeds {selection_seeds}, {n_val} validation images)"))
 
 # %% [markdown]
 # ## 2. Evaluation seeds: the chosen setting, the frontier, the alternatives
-# Per (corruption, evaluation seed) one corrupted subset, on which every model trains from the same
-# seed (*paired*): BN, the chosen setting, the regularizer at every lambda (tau = `frontier_tau`), and
-# the alternatives: no BN, GroupNorm, BN with gamma fixed at 1, extra weight decay on the gammas only,
-# stronger global weight decay, and BN stopped early at no-BN's memorization (read off BN's history:
-# an oracle stop, learning rate not annealed).
+# Per (corruption, evaluation seed) one subset, on which every model trains from the same seed
+# (*paired*). Flips and OOD images: BN, the chosen setting, the regularizer at every lambda (tau =
+# `frontier_tau`), and the alternatives: no BN, GroupNorm, BN with gamma fixed at 1, extra weight decay
+# on the gammas only, stronger global weight decay, and BN stopped early at no-BN's memorization (read
+# off BN's history: an oracle stop, learning rate not annealed). Rare class: BN, the chosen setting, no BN.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 FRONTIER = [V("bn", MC("penalty", lam, frontier_tau)) for lam in lams]
 ALTERNATIVES = [NOBN, V("gn"), V("bn_noaffine")] + [V("bn", MC("gamma_decay", lam=g)) for g in gamma_decays] + \
                [V("bn", weight_decay=w) for w in strong_weight_decays]
-runs = ms.train_grid({(c, s): data.make_split(ds, n_train, c, noise_frac, s, ood_source, n_test)
-                      for c in corruption for s in seeds}, [BN, CHOSEN, *FRONTIER, *ALTERNATIVES], base)
+splits = ms.evaluation_splits(ds, corruption, seeds, n_train, noise_frac, ood_source, n_test, rare_share, rare_class)
+runs = ms.train_grid(splits, ms.plan(corruption, [BN, CHOSEN, *FRONTIER, *ALTERNATIVES], [BN, CHOSEN, NOBN]), base)
 hist, TITLE = lambda c, v: [runs[c, v.name, s].history for s in seeds], {c: ms.CORRUPTION_WORDS.get(c, c) for c in corruption}
 print(f"{len(sel_runs)} selection and {len(runs)} evaluation models ready")
 
 # %% [markdown]
-# ## Figure 1: memorization and utility of the chosen setting
-# Top: accuracy on the corrupted samples w.r.t. their *corrupted* labels (dotted: chance);
-# bottom: clean test accuracy of the same models; mean over the evaluation seeds, band = range.
+# ## Figure 1 and table: memorization and utility of the chosen setting
+# Top: memorization: for flips and OOD images the accuracy on the corrupted samples w.r.t. their
+# *corrupted* labels (dotted: chance); for the rare class its trained members' accuracy minus its
+# held-out test samples' (dotted: 0). Bottom: clean test accuracy of the same models; mean over the
+# evaluation seeds, band = range. The table splits the rare class's memorization into its parts.
 
 # %%
 fig, axes = plt.subplots(2, len(corruption), figsize=(4.8 * len(corruption), 6.4), squeeze=False, sharex=True)
 ep = np.array(runs[corruption[0], BN.name, seeds[0]].history["epoch"])
 for j, c in enumerate(corruption):
-    plots.memorization_column(axes[:, j], ep, {ms.curve_label(v.label, ms.summarize(hist(c, v))): (
-        train.curves(hist(c, v), ms.MEMORIZATION), train.curves(hist(c, v), ms.ACCURACY), v.color)
-        for v in (BN, CHOSEN, NOBN)}, f"{TITLE[c]}: {noise_frac:.0%} of {n_train} training samples", ds.n_classes)
+    plots.memorization_column_of_kind(axes[:, j], ep, {ms.curve_label(v.label, ms.summarize(hist(c, v), c)): (
+        ms.curves(hist(c, v), c, ms.MEMORIZATION), ms.curves(hist(c, v), c, ms.ACCURACY), v.color)
+        for v in (BN, CHOSEN, NOBN)}, ms.kind_title(c, int(splits[c, seeds[0]].mask.sum()), n_train, ds.n_classes),
+        c, ds.n_classes)
 fig.tight_layout()
 run.figure(fig, "memorization_curves")
+display(Markdown(ms.judged_table(runs, corruption, seeds, [BN, CHOSEN, NOBN])))
 
 # %% [markdown]
 # ## 3. LiRA on notebook 03's pools
@@ -157,19 +170,20 @@ if lira:
 
 # %% [markdown]
 # ## Figure 2 and table: the frontier, next to the alternatives
-# Clean test accuracy against memorization (mean over evaluation seeds, 95% t intervals); the line
-# runs from BN (lambda = 0) through every lambda; the star is the chosen setting. **At equal clean
-# accuracy**: per seed, accuracy and memorization are fitted non-increasing in lambda and memorization
-# is read where accuracy falls to the alternative's (between lambdas; an alternative more accurate
-# than every lambda meets the regularizer's most accurate point, and the table's last column says by
-# how much it falls short). Last panel: clean accuracy against LiRA AUC.
+# Flips and OOD images (rare is judged only). Clean test accuracy against memorization (mean over
+# evaluation seeds, 95% t intervals); the line runs from BN (lambda = 0) through every lambda; the
+# star is the chosen setting. **At equal clean accuracy**: per seed, accuracy and memorization are
+# fitted non-increasing in lambda and memorization is read where accuracy falls to the
+# alternative's (between lambdas; an alternative more accurate than every lambda meets the
+# regularizer's most accurate point, and the table's last column says by how much it falls short).
+# Last panel: clean accuracy against LiRA AUC.
 
 # %%
-fronts = {c: ms.frontier(runs, c, seeds, BN, FRONTIER) for c in corruption}
-alts = {c: ms.alternative_points(runs, c, seeds, ALTERNATIVES, BN, NOBN) for c in corruption}
-cmp = {c: {n: ms.at_equal_accuracy(fronts[c], a) for n, a in alts[c].items()} for c in corruption}
-fig, axes = plots.panels(len(corruption) + bool(lira), 5.2, 4.6)
-for ax, c in zip(axes, corruption):
+fronts = {c: ms.frontier(runs, c, seeds, BN, FRONTIER) for c in GRID}
+alts = {c: ms.alternative_points(runs, c, seeds, ALTERNATIVES, BN, NOBN) for c in GRID}
+cmp = {c: {n: ms.at_equal_accuracy(fronts[c], a) for n, a in alts[c].items()} for c in GRID}
+fig, axes = plots.panels(len(GRID) + bool(lira), 5.2, 4.6)
+for ax, c in zip(axes, GRID):
     chosen = (ms.finals(runs, c, CHOSEN.name, seeds, k) for k in (ms.ACCURACY, ms.MEMORIZATION))
     plots.frontier_panel(ax, *ms.frontier_points(fronts[c], alts[c], *chosen, CHOSEN.label),
                          f"{TITLE[c]}: {len(seeds)} evaluation seeds, $\\tau$ = {frontier_tau:g}")
@@ -191,7 +205,7 @@ for ax, c in zip(axes, corruption):
     scales = {v: ms.channel_scales([runs[c, v.name, s] for s in seeds], ds) for v in (BN, CHOSEN)}
     gs_summary |= {f"{c}/{v.name}": ms.scale_summary(g, sg, CHOSEN.mit.tau) for v, (g, sg, _) in scales.items()}
     plots.log_histograms(
-        ax, {ms.scale_label(v.label, r, len(seeds), ms.summarize(hist(c, v))["clean_test_acc"]): (r, plots.color(v.color))
+        ax, {ms.scale_label(v.label, r, len(seeds), ms.summarize(hist(c, v), c)["clean_test_acc"]): (r, plots.color(v.color))
              for v, (_, _, r) in scales.items()}, f"{TITLE[c]}: BN channels of every layer and seed",
         r"$|\gamma_c| / \sigma_c$ per channel ($\sigma_c$ from the running variance)", "channels per bin",
         vlines=ms.scale_lines(CHOSEN.mit.tau), zero_note=r"{n} channels with $\gamma$ = 0 not shown")
@@ -203,34 +217,17 @@ run.figure(fig, "gamma_sigma")
 # Tests fixed in advance in `bnpaper/claims.yaml` (`05.*`), at the chosen setting on the evaluation seeds.
 # **"Reduces memorization substantially"**: per seed the share of BN's memorization removed (95% t
 # interval above 0, mean at least a quarter), inconclusive if it costs more clean accuracy than the
-# tolerance. **LiRA**: the paired AUC change, BN minus the chosen setting. **Against each alternative**
+# tolerance; for the rare class (**"protects rare samples"**) the same rule on its train-minus-held-out
+# gap, at the setting chosen on the other kinds. **LiRA**: the paired AUC change, BN minus the chosen setting. **Against each alternative**
 # (no claim in the paper): its memorization minus the regularizer's at its accuracy, over every
-# (corruption, seed); inconclusive where the regularizer cannot reach that accuracy.
+# (flip or OOD corruption, seed); inconclusive where the regularizer cannot reach that accuracy.
 
 # %%
-rows, tol = [], claims.acc_tolerance("05")
-for c in corruption:
-    mem, acc = ({v: ms.finals(runs, c, v.name, seeds, k) for v in (BN, CHOSEN, NOBN)} for k in (ms.MEMORIZATION, ms.ACCURACY))
-    cost = float(np.mean(acc[BN] - acc[CHOSEN]))
-    rows.append(claims.judge(
-        f"05.reduction.{c}", ms.reduction(mem[BN], mem[CHOSEN]), acc_gap=cost,
-        unit=f"share of BN's final memorization removed by {CHOSEN.name}, per evaluation seed",
-        clean_test_acc={v.name: float(a.mean()) for v, a in acc.items()}, dataset=dataset, budget=budget,
-        corruption=c, acc_cost=cost, acc_tolerance=tol, regularizer=CHOSEN.mit.as_dict(),
-        **ms.paired_changes(mem[BN], mem[CHOSEN], acc[BN], acc[CHOSEN])))
-if lira:
-    acc = {v.name: lira_out.summary[n]["shadow_test_acc"] for n, v in (("bn", BN), ("reg", CHOSEN), ("none", NOBN))}
-    cost = acc[BN.name] - acc[CHOSEN.name]
-    rows.append(claims.judge(
-        "05.lira", lira_out.delta["all"], acc_gap=cost, unit=f"LiRA ({lira_variant}) AUC, BN minus {CHOSEN.name}, "
-        "03's pool", clean_test_acc=acc, dataset=dataset, budget=budget, acc_cost=cost, acc_tolerance=tol,
-        pool=what, regularizer=CHOSEN.mit.as_dict()))
-for n, a in alts[corruption[0]].items():
-    e, gap = ms.pooled_difference([cmp[c][n] for c in corruption])
-    rows.append(claims.judge(
-        "05.frontier", e, acc_gap=gap, alternative=a["label"], unit=f"memorization, {n} minus the regularizer at "
-        f"{n}'s clean accuracy, over {len(corruption)} corruption(s) x {len(seeds)} seeds", acc_cost=gap,
-        clean_test_acc=ms.pooled_accuracies(alts, cmp, n), dataset=dataset, budget=budget, corruption=corruption))
+tol, chosen_on = claims.acc_tolerance("05"), " and ".join(ms.CORRUPTION_WORDS[c] for c in GRID)
+rows = ms.reduction_rows(runs, corruption, seeds, BN, CHOSEN, NOBN, tol, chosen_on, dataset=dataset, budget=budget)
+rows += [ms.lira_row(lira_out, {"bn": BN, "reg": CHOSEN, "none": NOBN}, lira_variant, tol, what,
+                    dataset=dataset, budget=budget)] if lira else []
+rows += ms.frontier_rows(alts, cmp, seeds, dataset=dataset, budget=budget)
 run.save({"selection": {"rule": rule, "scores": scores, "chosen": CHOSEN.name, "seeds": selection_seeds},
           "frontier": ms.jsonable(fronts), "alternatives": ms.jsonable(alts), "at_equal_accuracy": ms.jsonable(cmp),
           "gamma_sigma": gs_summary, "lira": lira_out.summary if lira else {}, "claims": rows,
@@ -240,11 +237,7 @@ run.save({"selection": {"rule": rule, "scores": scores, "chosen": CHOSEN.name, "
 # %%
 # NBVAL_CHECK_OUTPUT
 print(f"Mitigation on {dataset} ({arch}, {noise_frac:.0%} corrupted, {n_train} training images, {epochs} epochs, "
-      f"budget {budget}); chosen on seeds {selection_seeds}: {CHOSEN.name}; judged on seeds {seeds}; tolerance {tol:.3f}")
-for c in rows:
-    accs = ", ".join(f"{n} {a:.3f}" for n, a in c["clean_test_acc"].items())
-    what_ = {"05.lira": "LiRA AUC, BN minus chosen", "05.frontier": f"vs {c.get('alternative')}: memorization "
-             "minus the regularizer's at equal accuracy"}.get(c["id"], f"{c.get('corruption')}: share of BN's memorization removed")
-    print(f"- {what_} {c['measured']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]; accuracy cost {c['acc_cost']:+.3f} "
-          f"-> {c['verdict']}{' (' + c['magnitude'] + ')' if c['magnitude'] else ''}; clean test acc.: {accs}")
+      f"budget {budget}); chosen on seeds {selection_seeds} with {chosen_on}: {CHOSEN.name}; judged on seeds {seeds}; "
+      f"tolerance {tol:.3f}")
+print("\n".join(ms.row_line(c) for c in rows))
 print("Paper: the regularizer reduces memorization substantially while keeping clean-data performance.")

@@ -200,3 +200,28 @@ def test_a_trailing_batch_of_one_is_the_same_clear_error_for_every_method(method
     with pytest.raises(ValueError, match=rf"N={n + 1} with batch_size={n} leaves a batch of one"):
         grads.per_sample_grad_norms(m, torch.cat([x, x[:1]]), torch.cat([y, y[:1]]), mode="batch",
                                     batch_size=n, method=method)
+
+
+@pytest.mark.parametrize("arch", ["lenet", "resnet20", "resnet18", "densenet"])
+def test_auto_picks_the_measured_method_of_each_architecture_and_matches_the_naive_loop(arch):
+    torch.manual_seed(0)
+    c, size = (1, 28) if arch == "lenet" else (3, 8)
+    m = build_model(arch, "bn", c, 10, size)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    x, y = torch.randn(4, c, size, size), torch.randint(0, 10, (4,))
+    assert grads.auto_method(m, "batch") == grads.AUTO_BATCH[type(m).__name__]
+    assert grads.auto_method(m, "batch") == ("mixed" if arch == "lenet" else "loop")
+    assert grads.auto_method(m, "eval") == grads.auto_method(m, "batch_fixed") == "hooks"
+    _assert_close(grads.per_sample_grad_norms(m, x, y, mode="batch"), _naive(m, x, y, "batch"))
+
+
+def test_auto_falls_back_to_the_loop_where_mixed_mode_does_not_apply():
+    m, x, y = _model("lenet", "bn")
+    m.fc3.bias.requires_grad_(False)            # mixed mode needs every parameter to train
+    assert grads.auto_method(m, "batch") == "loop"
+    _assert_close(grads.per_sample_grad_norms(m, x, y, mode="batch"), _naive(m, x, y, "batch"))
+    assert grads.auto_method(_model("lenet", "none")[0], "batch") == "hooks"   # no BN, no coupling
+    assert grads.auto_method(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2)),
+                             "batch") == "loop"   # a class outside the table

@@ -416,9 +416,12 @@ def test_at_equal_accuracy_and_the_pooled_verdict_estimate_are_signed_as_named()
 def test_early_stop_takes_the_last_epoch_at_or_below_no_bns_memorization():
     h = {"epoch": [0, 1, 2, 3, 4], "noisy_acc": [0.12, 0.05, 0.03, 0.2, 0.5],
          "test_acc": [0.1, 0.6, 0.7, 0.75, 0.8]}
-    assert ms.early_stop(h, 0.04) == {"epoch": 2, "acc": 0.7, "mem": 0.03}
-    assert ms.early_stop(h, 0.01)["epoch"] == 2          # never that low: the least memorization
-    assert ms.early_stop(h, 0.9)["epoch"] == 4           # never above it: trained to the end
+    assert ms.early_stop(h, "flip", 0.04) == {"epoch": 2, "acc": 0.7, "mem": 0.03}
+    assert ms.early_stop(h, "flip", 0.01)["epoch"] == 2  # never that low: the least memorization
+    assert ms.early_stop(h, "flip", 0.9)["epoch"] == 4   # never above it: trained to the end
+    # a rare class: memorization is the trained-minus-held-out gap, not the members' accuracy
+    rare = {**h, "noisy_acc": [0.1, 0.9, 0.95, 0.97, 0.99], "rare_test_acc": [0.1, 0.88, 0.9, 0.9, 0.9]}
+    assert ms.early_stop(rare, "rare", 0.06)["epoch"] == 2 and ms.early_stop(rare, "rare", 0.06)["mem"] == pytest.approx(0.05)
 
 
 def test_alternative_points_pair_each_seed_and_add_bn_stopped_early():
@@ -582,7 +585,7 @@ def test_05_parameters_are_the_declaration_and_cross_checks_hold():
     assert set(defaults) == set(params.DECLARATIONS[nb])
     assert not {"headline_lam", "headline_tau", "sweep"} & set(defaults)   # nothing judged is fixed by hand
     ok = params.validate(nb, defaults)
-    assert ok["corruption"] == ["flip", "ood"] and ok["n_train"] >= 4000
+    assert ok["corruption"] == ["flip", "ood", "rare"] and ok["n_train"] >= 4000
     assert len(ok["lams"]) >= 6 and max(ok["lams"]) / min(ok["lams"]) >= 1000     # 3 decades
     with pytest.raises(ConfigError, match=r"selection_seeds=\[0, 7\] must be disjoint .* shared: \[0\]"):
         params.validate(nb, {**defaults, "selection_seeds": [0, 7]})
@@ -645,3 +648,116 @@ def test_lira_reading_calls_a_lower_auc_at_lower_accuracy_no_privacy_win():
 def test_jsonable_turns_arrays_into_lists_everywhere():
     got = ms.jsonable({"a": np.arange(3), "b": [np.zeros(2), {"c": np.ones(1)}], "d": 1.5})
     assert got == {"a": [0, 1, 2], "b": [[0.0, 0.0], {"c": [1.0]}], "d": 1.5}
+
+
+# ---------------------------------------------------------------- notebook 05: the rare kind
+def _rare_history(fit, held, test=0.8):
+    return {"epoch": [0, 1], "noisy_acc": [0.1, fit], "rare_test_acc": [0.1, held], "test_acc": [0.1, test],
+            "clean_acc": [0.1, test]}
+
+
+def test_memorization_is_read_per_kind_in_one_place():
+    h = _rare_history(0.95, 0.70)
+    np.testing.assert_allclose(ms.curve(h, "rare", ms.MEMORIZATION), [0.0, 0.25])   # trained minus held out
+    np.testing.assert_allclose(ms.curve(h, "flip", ms.MEMORIZATION), [0.1, 0.95])   # accuracy on the labels
+    np.testing.assert_allclose(ms.curve(h, "rare", ms.HELD_OUT), [0.1, 0.70])
+    runs = {("rare", "bn", s): R(_rare_history(0.95, 0.70 + s / 10)) for s in (0, 1)}
+    np.testing.assert_allclose(ms.finals(runs, "rare", "bn", [0, 1], ms.MEMORIZATION), [0.25, 0.15])
+    assert ms.summarize([r.history for r in runs.values()], "rare")["final_memorization"] == pytest.approx(0.2)
+    assert ms.summarize([r.history for r in runs.values()], "flip")["final_memorization"] == pytest.approx(0.95)
+
+
+def test_rare_is_judged_only_with_bn_the_chosen_setting_and_no_bn():
+    bn, nobn, gn = ms.Variant("bn"), ms.Variant("none"), ms.Variant("gn")
+    reg = ms.Variant("bn", MC("penalty", 0.01, 1.0))
+    assert ms.grid_kinds(["rare", "ood", "flip"]) == ["ood", "flip"] and ms.grid_kinds(["rare"]) == []
+    p = ms.plan(["flip", "rare"], [bn, reg, gn, nobn], [bn, reg, nobn])
+    assert p == {"flip": [bn, reg, gn, nobn], "rare": [bn, reg, nobn]}
+    with pytest.raises(ValueError, match="judged, never chosen on"):
+        ms.selection_splits(None, ["flip", "rare"], [0], 100, 0.1, "noise", 10)
+
+
+def test_train_grid_trains_each_kind_its_own_variants(tiny_split, monkeypatch):
+    from bnpaper import units
+    calls = []
+    monkeypatch.setattr(units, "trained", lambda split, cfg, mitigation, desc: calls.append(desc) or desc)
+    bn, nobn, gn = ms.Variant("bn"), ms.Variant("none"), ms.Variant("gn")
+    runs = ms.train_grid({("flip", 0): tiny_split, ("rare", 0): tiny_split},
+                         {"flip": [bn, gn, bn], "rare": [bn, nobn]}, TrainConfig())
+    assert sorted(runs) == [("flip", "bn", 0), ("flip", "gn", 0), ("rare", "bn", 0), ("rare", "none", 0)]
+    assert len(calls) == 4                           # a repeated variant trains once
+
+
+def test_evaluation_splits_keep_the_rare_class_at_its_share_for_every_seed():
+    from bnpaper.data import rare_count
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(600, 1, 8, 8, generator=g) * 255).to(torch.uint8)
+    y = torch.arange(600) % 10
+    ds = Dataset("bal", x[:500], y[:500], x[500:], y[500:], 10, (0.5,), (0.25,))
+    sp = ms.evaluation_splits(ds, ["flip", "rare"], [0, 1], 200, 0.1, "noise", 100, 0.05, 3)
+    for s in (0, 1):
+        r = sp["rare", s]
+        assert int(r.mask.sum()) == rare_count(0.05, 200) == 10 and set(r.y[r.mask].tolist()) == {3}
+        assert torch.equal(r.y, r.y_true) and torch.equal(r.test_mask, r.y_test == 3)   # labels untouched
+        assert int(sp["flip", s].mask.sum()) == 20
+
+
+def test_rare_reduction_row_judges_the_gap_with_the_cost_and_held_out_accuracy_beside_it():
+    bn, reg, nobn = ms.Variant("bn"), ms.Variant("bn", MC("penalty", 0.01, 1.0)), ms.Variant("none")
+    runs = {}
+    for s, (gb, gr) in enumerate(((0.40, 0.10), (0.30, 0.15), (0.20, 0.10))):
+        runs["rare", bn.name, s] = R(_rare_history(0.95, 0.95 - gb, 0.85))
+        runs["rare", reg.name, s] = R(_rare_history(0.90, 0.90 - gr, 0.845))
+        runs["rare", nobn.name, s] = R(_rare_history(0.80, 0.78, 0.80))
+    row, = ms.reduction_rows(runs, ["rare"], [0, 1, 2], bn, reg, nobn, 0.01, "label flips", dataset="d", budget="b")
+    shares = [1 - 0.10 / 0.40, 1 - 0.15 / 0.30, 1 - 0.10 / 0.20]       # of the gap, not of the members' accuracy
+    assert row["id"] == "05.reduction.rare" and row["measured"] == pytest.approx(np.mean(shares))
+    assert row["acc_cost"] == pytest.approx(0.005) and row["verdict"] == "reproduced"
+    assert "protects rare samples" in row["claim"] and "with label flips" in row["claim"]
+    assert row["rare_heldout_acc"][bn.name] == pytest.approx(0.65)
+    assert row["clean_test_acc"]["none"] == pytest.approx(0.8)
+    assert row["absolute_reduction"]["value"] == pytest.approx(0.3 - 0.35 / 3)
+    for s in range(3):                                   # the same gaps at a cost above the tolerance
+        runs["rare", reg.name, s].history["test_acc"][-1] = 0.80
+    costly, = ms.reduction_rows(runs, ["rare"], [0, 1, 2], bn, reg, nobn, 0.01, "label flips")
+    assert costly["verdict"] == "inconclusive" and "0.050 > 0.01" in costly["magnitude"]
+    line = ms.row_line(costly)
+    assert line.startswith("- rare: share of BN's memorization (trained minus held-out")
+    assert "held-out acc. of the rare class: bn 0.650" in line
+    t = ms.judged_table(runs, ["rare"], [0, 1, 2], [bn, nobn]).splitlines()
+    assert t[2].startswith("| rare | BN | 0.300 [") and "| 0.950 | 0.650 | 0.850 [" in t[2]
+
+
+def test_05_accepts_rare_with_01s_rules_and_needs_a_kind_to_choose_on():
+    from bnpaper import params
+    nb, d = "05_mitigation", params.defaults("05_mitigation")
+    assert {k: params.DECLARATIONS[nb][k] for k in ("rare_share", "rare_class")} == \
+        {k: params.DECLARATIONS["01_forced_memorization"][k] for k in ("rare_share", "rare_class")}
+    assert params.validate(nb, {**d, "corruption": ["ood", "rare"]})["corruption"] == ["ood", "rare"]
+    with pytest.raises(ConfigError, match=r"corruption=\['rare'\] must include 'flip' or 'ood'"):
+        params.validate(nb, {**d, "corruption": ["rare"]})
+    with pytest.raises(ConfigError, match=r"rare_share=0 is out of range; allowed: a number in \(0, 0.1\]"):
+        params.validate(nb, {**d, "rare_share": 0})
+    with pytest.raises(ConfigError, match=r"rare_share=1.5 is out of range"):
+        params.validate(nb, {**d, "rare_share": 1.5})
+    with pytest.raises(ConfigError, match="rare_class=10 is not a class of this dataset"):
+        params.validate(nb, {**d, "rare_class": 10})
+    with pytest.raises(ConfigError, match="rare_share=0.0001 of n_train=4000 rounds to no rare sample"):
+        params.validate(nb, {**d, "rare_share": 1e-4})
+
+
+def test_rare_memorization_column_shows_negative_gaps_and_passes_the_audit():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from bnpaper import plots
+    fig, axes = plt.subplots(2, 1, figsize=(4.8, 6.4), sharex=True)
+    mem = np.array([[0.0, -0.12, 0.05], [0.0, -0.02, 0.08]])
+    plots.memorization_column_of_kind(axes, [0, 1, 2], {"BN": (mem, mem + 0.5, "bn")}, "t", "rare", 10)
+    lo, hi = axes[0].get_ylim()
+    assert lo <= -0.12 and 0.2 <= hi < 1.0                 # the small gap is not squashed into 0..1
+    assert "trained minus held-out" in axes[0].get_ylabel()
+    assert [ln.get_ydata()[0] for ln in axes[0].get_lines() if ln.get_linestyle() == ":"] == [0]
+    fig.tight_layout()
+    assert plots.audit(fig) == []
+    plt.close(fig)

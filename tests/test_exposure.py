@@ -1,0 +1,232 @@
+"""Notebook 03's machinery: the shared LiRA pool builder (03 and 05 get the same units), the
+paired delta-AUC over every pool in one bootstrap, and the size sweep (its pools, the weighted
+trend on log2 N, the reading, the figure, the parameter rules)."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from scipy import stats as sps  # noqa: E402
+
+from bnpaper import data, exposure, mia, params, plots, shadow, units  # noqa: E402
+from bnpaper.config import ConfigError  # noqa: E402
+from bnpaper.mitigation import MitigationConfig  # noqa: E402
+from bnpaper.shadow import ShadowPool  # noqa: E402
+from bnpaper.stats import Estimate  # noqa: E402
+from bnpaper.store import Store  # noqa: E402
+from bnpaper.train import TrainConfig  # noqa: E402
+
+
+def _dataset(n=200, n_test=40, seed=0):
+    """Stripes by class (4 classes): learnable in one epoch."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 4, (n + n_test,), generator=g)
+    x = (torch.rand(n + n_test, 1, 28, 28, generator=g) * 60).to(torch.uint8)
+    x[torch.arange(n + n_test), 0, 4 + 5 * y, 4:24] = 255
+    return data.Dataset("fashion_mnist", x[:n], y[:n], x[n:], y[n:], 4, (0.2,), (0.3,))
+
+
+P03 = {"dataset": "fashion_mnist", "augment": "auto", "arch": "lenet", "epochs": 1, "batch_size": 8,
+       "lr": 0.05, "weight_decay": 5e-4, "n_train": 32, "n_test": 16, "outlier_kind": "flip",
+       "ood_source": "digits", "n_shadows": 2, "executor": "inprocess", "trainer": "auto",
+       "pack_size": 8, "bn_query_mode": "eval", "rare_share": 0.1, "rare_class": -1}
+
+
+# ---------------------------------------------------------------- the shared pool builder
+def test_lira_pool_trains_the_units_a_hand_built_pool_of_03s_recipe_finds(tmp_path):
+    ds, store = _dataset(), Store(tmp_path / "cache")
+    pool = units.lira_pool(ds, P03, 0.1, 3, "bn", store=store)
+    split = data.make_split(ds, 32, "flip", 0.1, 3, "digits", 16)
+    base = TrainConfig(arch="lenet", norm="bn", epochs=1, batch_size=8, lr=0.05, weight_decay=5e-4,
+                       augment=False)
+    keep = shadow.keep_matrix(2, 32, 3)
+    assert shadow.n_cached(split, base, keep, 3, "auto", 8, store) == 2   # the very units
+    assert np.array_equal(pool.keep, keep) and pool.phi.shape[:2] == (2, 32)
+    assert shadow.n_cached(split, base, keep, 3, "plain", 8, store) == 0  # another trainer: others
+
+
+def test_lira_pool_hands_shadow_pool_03s_recipe_and_the_overrides(monkeypatch):
+    calls = []
+    monkeypatch.setattr(units, "shadow_pool", lambda *a: calls.append(a) or "pool")
+    ds, mit = _dataset(), MitigationConfig("penalty", 0.1, 1.0)
+    assert units.lira_pool(ds, {**P03, "dataset": "cifar10"}, 0.0, 1, "none") == "pool"
+    units.lira_pool(ds, P03, 0.1, 1, "bn", mitigation=mit, trainer="plain", n_train=64)
+    (split0, cfg0, m0, seed0, mit0, ex0, tr0, k0, q0, _), (split1, cfg1, *rest) = calls
+    assert cfg0 == TrainConfig(arch="lenet", norm="none", epochs=1, batch_size=8, lr=0.05,
+                               weight_decay=5e-4, augment=True)  # augment 'auto': on for CIFAR
+    assert (m0, seed0, mit0, ex0, tr0, k0, q0) == (2, 1, units.NO_MITIGATION, "inprocess", "auto", 8, "eval")
+    assert not split0.mask.any() and len(split0.x) == 32          # mix 0: clean data
+    assert cfg1.norm == "bn" and not cfg1.augment and rest[2:5] == [mit, "inprocess", "plain"]
+    assert len(split1.x) == 64 and int(split1.mask.sum()) == round(0.1 * 64)
+
+
+def test_clean_pools_of_one_seed_are_nested_and_the_seed_alone_decides_the_data():
+    ds = _dataset()
+    small, big = units.lira_split(ds, P03, 0.0, 5, n_train=40), units.lira_split(ds, P03, 0.0, 5, n_train=160)
+    assert torch.equal(small.x, big.x[:40]) and torch.equal(small.y, big.y[:40])
+    assert not torch.equal(units.lira_split(ds, P03, 0.0, 6, n_train=40).x, small.x)
+
+
+def test_the_rare_mix_keeps_one_class_at_rare_share_of_the_pool():
+    ds = _dataset()
+    s = units.lira_split(ds, {**P03, "rare_share": 0.1, "rare_class": 2}, "rare", 0, n_train=100)
+    assert torch.equal(s.mask, s.y == 2) and int(s.mask.sum()) == data.rare_count(0.1, 100)
+
+
+# ---------------------------------------------------------------- the paired delta-AUC
+class _Keep:
+    def __init__(self, keep):
+        self.keep = keep
+
+
+def _synthetic_scores(seed, n=60, m=6, shift_bn=1.0, shift_none=0.3):
+    rng = np.random.default_rng(seed)
+    keep = shadow.keep_matrix(m, n, seed)
+    s = {"bn": rng.normal(size=(m, n)) + shift_bn * keep, "none": rng.normal(size=(m, n)) + shift_none * keep}
+    return keep, s
+
+
+def test_online_deltas_put_every_pool_into_one_bootstrap_over_pools_targets_examples():
+    scores, pools, seeds = {}, {}, [0, 1, 2]
+    for sd in seeds:
+        keep, s = _synthetic_scores(sd, shift_bn=1.0 + sd)  # pools differ: their spread counts
+        for norm in ("bn", "none"):
+            scores[0.0, sd, norm], pools[0.0, sd, norm] = {"online": s[norm]}, _Keep(keep)
+    groups = lambda mix, sd: {"all": np.ones(60, bool)}  # noqa: E731
+    got = exposure.online_deltas(scores, pools, groups, [0.0], seeds, n_boot=200)[0.0, "all"]
+    runs = [(scores[0.0, sd, "bn"]["online"], scores[0.0, sd, "none"]["online"], pools[0.0, sd, "bn"].keep)
+            for sd in seeds]
+    want = mia.paired_delta_auc(runs, [np.ones(60, bool)] * 3, n_boot=200, seed=0)
+    assert (got.value, got.lo, got.hi) == pytest.approx((100 * want.value, 100 * want.lo, 100 * want.hi))
+    per_pool = [100 * mia.paired_delta_auc([r], n_boot=200, seed=0).value for r in runs]
+    assert got.value == pytest.approx(np.mean(per_pool))
+    one = exposure.points(mia.paired_delta_auc(runs[:1], n_boot=200, seed=0))
+    assert got.hi - got.lo > one.hi - one.lo  # redrawing the pools widens the interval
+
+
+# ---------------------------------------------------------------- the trend
+SIZES = [500, 1000, 2000, 4000]
+
+
+def test_an_exact_line_gives_its_slope_and_the_weighted_closed_form_interval():
+    est = [Estimate(10 - 2 * k, 9 - 2 * k, 11 - 2 * k, 16, se=1.0) for k in range(4)]
+    t = exposure.fit_trend(SIZES, est)
+    # x = log2 N = 8.97 + (0, 1, 2, 3): sum (x - mean)^2 = 5, so se(slope) = 1/sqrt(5); no scatter
+    assert t.slope.value == pytest.approx(-2) and t.chi2_red == pytest.approx(0, abs=1e-18)
+    assert t.df is None and t.slope.se == pytest.approx(1 / np.sqrt(5))
+    assert t.slope.hi - t.slope.value == pytest.approx(sps.norm.ppf(0.975) / np.sqrt(5))
+    assert t.predict(8000).value == pytest.approx(2.0) and t.predict(1000).value == pytest.approx(8.0)
+    assert t.predict(60_000).se > t.predict(8000).se > t.predict(2000).se  # wider far from the data
+
+
+def test_scatter_beyond_the_standard_errors_gives_ordinary_least_squares_with_a_t_interval():
+    y = [7.0, 6.1, 3.2, 2.9]
+    t = exposure.fit_trend(SIZES, [Estimate(v, v - 0.02, v + 0.02, 16, se=0.01) for v in y])
+    ols = sps.linregress(np.log2(SIZES), y)
+    assert t.slope.value == pytest.approx(ols.slope) and t.slope.se == pytest.approx(ols.stderr)
+    assert t.df == 2 and t.slope.lo == pytest.approx(ols.slope - sps.t.ppf(0.975, 2) * ols.stderr)
+
+
+def test_weights_are_one_over_the_variance_like_numpy_polyfit():
+    y, se = [7.0, 6.1, 3.2, 2.9], [0.5, 1.0, 2.0, 4.0]
+    t = exposure.fit_trend(SIZES, [Estimate(v, v - 1, v + 1, 16, se=s) for v, s in zip(y, se)])
+    slope, intercept = np.polyfit(np.log2(SIZES), y, 1, w=1 / np.asarray(se))
+    assert (t.slope.value, t.intercept) == pytest.approx((slope, intercept))
+    with pytest.raises(ValueError, match="at least 3 sizes"):
+        exposure.fit_trend(SIZES[:2], [Estimate(1, 0, 2, 1, se=1)] * 2)
+
+
+# ---------------------------------------------------------------- the size sweep
+def test_size_pools_reuse_the_main_clean_pools_at_n_train_and_build_the_rest(monkeypatch):
+    calls = []
+    monkeypatch.setattr(exposure.units, "lira_pool",
+                        lambda ds, p, mix, s, norm, n_train: calls.append((mix, s, norm, n_train)) or "new")
+    main = {(0.0, s, n): object() for s in (0, 1) for n in ("bn", "none", "gn")}
+    p = {"size_sweep": [64, 128, 256, 512], "seeds": [0, 1], "n_train": 512}
+    got = exposure.size_pools("ds", p, main)
+    assert set(got) == {(n, s, norm) for n in p["size_sweep"] for s in (0, 1) for norm in ("bn", "none")}
+    assert all(got[512, s, n] is main[0.0, s, n] for s in (0, 1) for n in ("bn", "none"))
+    assert sorted(calls) == sorted((0.0, s, norm, n) for n in (64, 128, 256) for s in (0, 1)
+                                   for norm in ("bn", "none"))
+
+
+def _pool(n, shift, seed, m=8, acc=0.8):
+    rng = np.random.default_rng(seed)
+    keep = shadow.keep_matrix(m, n, seed)
+    mu = rng.normal(0, 1, n)
+    phi = (mu + shift * keep + 0.5 * rng.normal(size=(m, n)))[..., None]
+    z = np.zeros((m, n))
+    return ShadowPool(keep=keep, phi=phi, logp=phi, test_logp=phi[:, :4], correct=z > 0,
+                      train_acc=np.full(m, acc + 0.1), train_clean_acc=np.full(m, acc + 0.1),
+                      test_acc=np.full(m, acc), configs=())
+
+
+def _sweep(shift_bn):
+    sizes = [64, 128, 256, 512]
+    pools = {(n, s, "bn"): _pool(n, shift_bn[i], 10 * i + s) for i, n in enumerate(sizes) for s in (0, 1)}
+    pools |= {(n, s, "none"): _pool(n, 0.3, 10 * i + s + 100, acc=0.75) for i, n in enumerate(sizes) for s in (0, 1)}
+    p = {"size_sweep": sizes, "seeds": [0, 1], "n_train": 512, "dataset": "fashion_mnist"}
+    return exposure.size_sweep(pools, p, sigma_floor=1e-3, n_boot=200)
+
+
+def test_a_bn_advantage_that_shrinks_with_n_reads_as_a_fall_extrapolated_to_the_paper():
+    sw = _sweep([2.0, 1.4, 0.9, 0.5])
+    d = [sw["delta"][n].value for n in sw["sizes"]]
+    assert all(a > b for a, b in zip(d, d[1:])) and d[-1] > 0
+    assert sw["fall"].value == pytest.approx(-sw["trend"].slope.value) and sw["fall"].lo > 0
+    assert sw["fall"].lo == pytest.approx(-sw["trend"].slope.hi)
+    assert sw["n_paper"] == 60_000 and sw["extrapolated"] and sw["reused"] == [512]
+    assert "it falls" in sw["reading"] and "*Extrapolated* 6.9 doublings" in sw["reading"]
+    assert sw["acc"][64] == pytest.approx({"bn": 0.8, "none": 0.75})
+    assert sw["gap"][512]["bn"] == pytest.approx(0.1)
+    assert sw["row"]["clean_test_acc"] == pytest.approx({"BN, N=64": 0.8, "no-BN, N=64": 0.75,
+                                                         "BN, N=512": 0.8, "no-BN, N=512": 0.75})
+    assert "(main pools)" in sw["table"].splitlines()[-1]
+    fig = plots.size_sweep_figure(sw, (3.0, 5.0), "title")
+    fig.tight_layout()
+    assert plots.audit(fig) == []
+
+
+def test_a_flat_advantage_shows_no_trend():
+    sw = _sweep([1.0, 1.0, 1.0, 1.0])
+    s = sw["trend"].slope
+    assert s.lo < 0 < s.hi and "shows no trend" in sw["reading"]
+
+
+# ---------------------------------------------------------------- the parameter
+@pytest.mark.parametrize("sizes,why", [
+    ([500, 1000, 2000], r"only 3 sizes; spans only 4x"),
+    ([1000, 500, 2000, 4000], r"not increasing"),
+    ([100, 1000, 2000, 4000], r"100 < 128"),
+    ([500, 600, 700, 800], r"spans only 1.6x"),
+    ([500, 1000, 2000, 70000], r"70000 > 60000"),
+])
+def test_size_sweep_needs_four_increasing_sizes_spanning_8x_inside_the_data(sizes, why):
+    with pytest.raises(ConfigError, match=rf"size_sweep=.* is not allowed \({why}\); allowed: \[\] "
+                                          r"\(no sweep\) or at least 4 increasing pool sizes spanning"):
+        params.resolve("03_lira", {"size_sweep": sizes})
+
+
+def test_every_budget_sweeps_8x_and_an_empty_sweep_is_allowed():
+    for budget in ("ci", "quick", "full", "paper"):
+        s = params.resolve("03_lira", {"budget": budget}).values["size_sweep"]
+        assert len(s) >= 4 and s[-1] >= 8 * s[0]
+    assert params.resolve("03_lira", {"size_sweep": []}).values["size_sweep"] == []
+    quick = params.resolve("03_lira").values
+    assert quick["n_train"] in quick["size_sweep"] and 0.0 in quick["outlier_frac"]  # reused at quick
+
+
+def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
+    """05 compares the regularizer with 03's very pools: its largest mix, first seed, 03's trainer
+    for BN and no-BN, the same BN recipe trained plain with the regularizer."""
+    from bnpaper import mitigation_study as ms
+    calls = []
+    monkeypatch.setattr(units, "lira_pool", lambda ds, p, mix, s, norm, **kw: calls.append((mix, s, norm, kw)) or norm)
+    ds, mit = _dataset(), MitigationConfig("penalty", 0.1, 1.0)
+    pools, mask, mix = ms.lira_pools(ds, {**P03, "outlier_frac": [0.0, 0.05, 0.1], "seeds": [4, 5]}, mit)
+    assert calls == [(0.1, 4, "bn", {}), (0.1, 4, "none", {}),
+                     (0.1, 4, "bn", {"mitigation": mit, "trainer": "plain"})]
+    assert pools == {"bn": "bn", "none": "none", "reg": "bn"} and mix == 0.1
+    assert np.array_equal(mask, units.lira_split(ds, P03, 0.1, 4).mask.numpy()) and mask.sum() == 3
