@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
-from .config import (BUDGETS, NOTEBOOKS, ConfigError, check_choice, check_choices,
+from .config import (BUDGETS, DEVICES, NOTEBOOKS, ConfigError, check_choice, check_choices,
                      check_int_list, check_number, repo_root)
 from .data import CORRUPTIONS, DATASETS, OOD_SOURCES, check_rare, rare_count
 from .models import ARCHS, NORMS
@@ -114,7 +114,8 @@ def executor() -> Rule:
 
 
 # ---------------------------------------------------------------- declarations
-_DATA = {"dataset": choice(*DATASETS), "budget": choice(*BUDGETS), "download": flag()}
+_DATA = {"dataset": choice(*DATASETS), "budget": choice(*BUDGETS), "download": flag(),
+         "device": choice(*DEVICES)}
 _TRAIN = {"arch": choice(*ARCHS), "n_test": number(1, None, integer=True),
           "epochs": number(1, 10_000, integer=True), "batch_size": number(2, None, integer=True),
           "lr": number(0.0, 10.0, lo_open=True), "weight_decay": number(0.0, 1.0),

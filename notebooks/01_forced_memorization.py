@@ -63,6 +63,7 @@ lr = 0.05                        # peak learning rate (cosine schedule, momentum
 weight_decay = 5e-4              # L2 weight decay
 augment = False                  # random crop + flip (CIFAR)
 download = False                 # allow torchvision to download the dataset if it is missing
+device = "auto"                  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 
 # %%
 # NBVAL_IGNORE_OUTPUT

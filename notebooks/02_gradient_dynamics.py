@@ -59,6 +59,7 @@ probe_epochs = [0, 1, 2, 4, 7, 10]  # epochs at which gradient norms are recorde
 n_probe = 1000                   # "eval" probe: random training samples (natural noise share)
 probe_batches = 2                # "batch" probe: training batches; all noisy + as many clean per batch
 download = False                 # allow torchvision to download the dataset if it is missing
+device = "auto"                  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -66,10 +67,9 @@ from bnpaper import notebook; run = notebook.start(globals(), "02_gradient_dynam
 
 # %% [markdown]
 # ## The experiment
-# For every seed one corrupted training subset; every norm trains on it from the same seed
-# (paired). `probes.GradProbe` records the norms at the probe epochs inside the cached training
-# unit (its settings are part of the unit's key): a re-run re-renders in seconds and a killed
-# run resumes.
+# For every seed one corrupted training subset; every norm trains on it from the same seed (paired).
+# `probes.GradProbe` records the norms at the probe epochs inside the cached training unit (its
+# settings are part of the unit's key): a re-run re-renders in seconds and a killed run resumes.
 
 # %%
 # NBVAL_IGNORE_OUTPUT

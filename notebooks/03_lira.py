@@ -40,9 +40,8 @@
 # **BN semantics.** Queries use eval mode (running statistics); `bn_query_mode="train-batch"`
 # normalizes each query batch with its own statistics (an ablation, on a copy of the model).
 #
-# **Scale.** `papermill notebooks/03_lira.ipynb out.ipynb -p dataset cifar10` runs the
-# configuration of `params/cifar10.yaml`; `-p executor dask://host:port` spreads the shadow
-# models over a Dask cluster (README). Every shadow model is a cached unit: a killed run resumes.
+# **Scale.** `papermill notebooks/03_lira.ipynb out.ipynb -p dataset cifar10` runs `params/cifar10.yaml`;
+# `-p executor dask://host:port` spreads the shadows over a Dask cluster (README); `-p device cuda`.
 #
 # **The reference run's outputs:** [figures](../figures/03_lira/fashion_mnist/) · [this notebook,
 # executed](../figures/03_lira/fashion_mnist/03_lira.html) (static HTML) · [report](../figures/REPORT.md).
@@ -74,6 +73,7 @@ rare_pool = True                 # also one pool per seed with a rare class (LiR
 rare_share = 0.02                # the rare class's share of that pool, in (0, 1/classes]
 rare_class = -1                  # which class is rare; -1: a seeded choice per seed
 download = False                 # allow torchvision to download the dataset if it is missing
+device = "auto"                  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 size_sweep = [500, 1000, 2000, 4000]  # clean pool sizes N for the delta-AUC vs N ([]: skip); N of n_train: reused
 
 # %%

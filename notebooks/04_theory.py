@@ -41,8 +41,7 @@ toy_steps = 300                  # SGD steps per toy run
 toy_batch_sizes = [8, 32, 128]   # batch sizes of the approximation study
 toy_lrs = [0.01, 0.1, 1.0]       # SGD learning rates of the approximation study
 toy_w_scales = [0.3, 1.0, 3.0]   # |w| at initialization: spreads the predicted (gamma/sigma)^2
-toy_seeds = [0, 1, 2]            # seeds of the feedback runs and of the probes at the default
-                                 # setting (the rest of the batch-size x lr grid uses the first)
+toy_seeds = [0, 1, 2]            # seeds of the feedback runs and the default setting's probes (the grid: the first)
 default_batch_size = 32          # setting at which the verdict reads the agreement
 default_lr = 0.1
 probe_every = 20                 # probe each outlier in the batch every that many steps
@@ -58,6 +57,7 @@ augment = False                  # random crop + flip for the trained networks (
 seeds = [0, 1, 2]                # trained networks per architecture (data, flips, init follow it)
 clean_reference = ["lenet"]      # archs also trained on clean labels: does label noise raise gamma?
 download = False                 # allow torchvision to download the dataset if it is missing
+device = "auto"                  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -69,6 +69,7 @@ strong_weight_decays = [5e-3]    # alternative: a stronger global weight decay
 lira = True                      # LiRA on notebook 03's pools with and without the chosen setting
 lira_variant = "online"          # online (03's attack) | online_fixed | offline | offline_fixed
 download = False                 # allow torchvision to download the dataset if it is missing
+device = "auto"                  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 
 # %%
 # NBVAL_IGNORE_OUTPUT

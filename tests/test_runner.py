@@ -256,3 +256,21 @@ def test_a_bad_matrix_entry_is_one_clear_error_before_anything_runs(tmp_path, te
     f.write_text(text)
     with pytest.raises(ConfigError, match=match):
         reproduce.read_matrix(f)
+
+
+@pytest.mark.parametrize("nb", config.NOTEBOOKS)
+def test_every_notebook_trains_on_the_device_its_parameter_names(nb, monkeypatch):
+    """device: auto is the CPU here and becomes the kernel's device; cuda without a GPU is one
+    clear error at start, before any data is read or model trained."""
+    monkeypatch.delenv("BNPAPER_DEVICE", raising=False)
+    monkeypatch.setattr(config.torch.cuda, "is_available", lambda: False)
+    ns = dict(params.defaults(nb))
+    assert ns["device"] == "auto"
+    notebook.start(ns, nb, quiet=True)
+    assert config.device() == "cpu"
+    ns["device"] = "cuda"
+    with pytest.raises(ConfigError, match=r"device='cuda' but torch sees no GPU"):
+        notebook.start(ns, nb, quiet=True)
+    monkeypatch.setattr(config.torch.cuda, "is_available", lambda: True)
+    notebook.start(dict(params.defaults(nb), device="auto"), nb, quiet=True)
+    assert config.device() == "cuda"  # auto picks the GPU where there is one
