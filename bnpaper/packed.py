@@ -21,6 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .config import device as default_device
 from .data import Split, normalize
 from .models import LeNet5, build_model, make_norm
 from .train import TrainConfig, TrainingDiverged, lr_at, random_crop_flip
@@ -122,13 +123,14 @@ def pack_input(xb: torch.Tensor) -> torch.Tensor:
 
 
 def fit_packed(split: Split, members: list[torch.Tensor], cfgs: list[TrainConfig],
-               device: str = "cpu", channels_last: bool = True, progress: bool = False
+               device: str | None = None, channels_last: bool = True, progress: bool = False
                ) -> list[dict]:
     """Train len(cfgs) LeNet members at once; member k trains on `split` rows `members[k]`
     (index tensors of equal length) with `cfgs[k]` (configs may differ only in `seed`).
     Returns one LeNet5 state_dict per member (same batches and init as `train.fit`)."""
     from tqdm.auto import tqdm
 
+    device = device or default_device()  # the notebook's `device` parameter (config.set_device)
     base = replace(cfgs[0], seed=0)
     if any(replace(c, seed=0) != base for c in cfgs) or base.arch != "lenet":
         raise ValueError("packed members must be LeNets that differ only in their seed")
