@@ -67,12 +67,13 @@ METHODS = ("auto", "hooks", "func", "loop", "exact", "mixed")
 _NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)
 
 # The fastest exact method for mode "batch" with BN, per architecture (model class name).
-# Measured with bench/bench_grads.py on this project's 2-core CPU, 2 threads, 1x28x28 inputs,
-# random inputs and initial weights, best of 2 runs, seconds per batch, two runs of the bench:
-#   LeNet5    batch 128: mixed 0.15, exact 0.60, loop 0.47 (a training step: 0.008)
-#   ResNet    ResNet-20, batch 32: loop 0.81 / 0.88, exact 1.10 / 1.44 (chunk 32 in the
-#             second run: 1.81 with chunk 8); on 3x32x32: loop 1.22, exact 2.12
-#   DenseNet  batch 32: loop 1.08 / 1.05, exact 2.81 / 1.88
+# Measured with bench/bench_grads.py on this project's 2-core CPU (2 threads, 1x28x28 inputs,
+# random inputs and initial weights), seconds per batch, the range over 3-4 runs of the bench
+# (2026-12; runs spoiled by other processes' load left out), each the best of 2-3 rounds:
+#   LeNet5    batch 128: mixed 0.13-0.15, loop 0.45-0.47, exact 0.55-0.60 (training step 0.008)
+#   ResNet    ResNet-20, batch 32: loop 0.77-0.88, exact 1.04-1.44 (training step 0.04);
+#             on 3x32x32 (one run): loop 1.22, exact 2.12
+#   DenseNet  batch 32: loop 1.05-1.09, exact 1.77-2.81 (training step 0.06)
 # "exact" batches K cotangents through every layer with vmap, which on CPU costs more than K
 # plain backward passes (its contractions are the same GEMMs as the loop's weight gradients, so
 # it cannot win by arithmetic); only LeNet's mixed mode beats the loop. A model class not in
