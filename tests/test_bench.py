@@ -75,3 +75,19 @@ def test_sgemm_peak_is_a_rate_at_one_of_the_sizes():
     tb = _script("bench_train")
     rate, n = tb.sgemm_peak(sizes=(64, 128), repeats=1)
     assert rate > 0 and n in (64, 128)
+
+
+def test_gpu_hours_counts_the_notebooks_models_and_backward_costs_twice_forward():
+    import importlib.util
+    from pathlib import Path
+    from bnpaper import params
+    path = Path(__file__).resolve().parents[1] / "bench" / "gpu_hours.py"
+    spec = importlib.util.spec_from_file_location("gpu_hours", path)
+    gh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gh)
+    p = params.resolve("01", {"dataset": "fashion_mnist", "budget": "ci"}).values
+    [(arch, n, n_img, epochs, n_eval)] = gh.units("01_forced_memorization", p)
+    assert n == len(p["norms"]) * len(p["corruption"]) * len(p["seeds"])
+    assert (arch, n_img, epochs, n_eval) == (p["arch"], p["n_train"], p["epochs"], p["n_train"] + p["n_test"])
+    tr, ev = gh.flops_per_sample("lenet", (1, 28, 28), 10)
+    assert 2.0 < tr / ev <= 3.0  # backward: two matmuls per forward one, minus the input's gradient
