@@ -85,9 +85,11 @@ def table(root: Path | None = None, dataset: str | None = None) -> str:
 MATRIX_HEADER = ("| claim | configuration (folder) | architecture | we measured [95% CI] "
                  "| clean test acc. | verdict |\n|---|---|---|---|---|---|")
 MULTIPLE_TESTING = (
-    "Multiple testing: the verdict rows of one notebook run are one family, corrected with "
-    "Holm's step-down procedure (one-sided alpha 0.025, the 95% interval's rule for a family of "
-    "one); a row that passes its test but not the corrected one is inconclusive and says so. "
+    "Multiple testing: within one notebook run the paper's claims are one family and the "
+    "exploratory questions (controls, mitigation frontier, pool-size trend) another, each "
+    "corrected with Holm's step-down procedure (one-sided alpha 0.025, the 95% interval's rule "
+    "for a family of one); a row that passes its test but not the corrected one is inconclusive "
+    "and says so. "
     "Across the matrix no further correction is made: the paper's claim is that an effect holds "
     "in every setting, and a conjunction of tests each at level alpha is itself a level-alpha "
     "test (intersection-union), so each cell is read on its own.")
