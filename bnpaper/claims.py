@@ -109,14 +109,24 @@ def judge(claim_id: str, est: Estimate, section: str | None = None,
           acc_gap: float | None = None, **fields: Any) -> dict:
     """One verdict row. `acc_gap`: for a 'bn_vs_other' claim, BN's clean test accuracy minus the
     other model's; for a 'cost' claim, the accuracy the mitigation costs (baseline minus
-    mitigated). `fields` (unit, clean_test_acc, dataset, ...) are copied into the row; string
+    mitigated); for a 'reach' claim (a comparison at equal accuracy), the compared model's
+    accuracy minus the regularizer's at the point read (either sign beyond the tolerance makes
+    the row inconclusive: the two were not compared at equal accuracy). `fields` (unit, clean_test_acc, dataset, ...) are copied into the row; string
     fields of the claim are formatted with them (e.g. {mix}, {arch})."""
     c = claim(claim_id)
     section = section or claim_id.split(".")[0]
     verdict = test_verdict(c, est)
     note = magnitude(c, est)
     conf = c.get("confound")
-    if conf and verdict == "reproduced" and acc_gap is not None:
+    if conf == "reach" and acc_gap is not None and abs(acc_gap) > acc_tolerance(section):
+        # a comparison at equal accuracy that the frontier cannot make: it is inconclusive
+        # whichever way the test went
+        tol = acc_tolerance(section)
+        verdict = "inconclusive"
+        what = ("the regularizer never reaches the compared model's clean accuracy: short by"
+                if acc_gap > 0 else "the compared model is less accurate than every regularizer setting, by")
+        note = "; ".join(x for x in (note, f"{what} {abs(acc_gap):.3f} > {tol:g}") if x)
+    elif conf and conf != "reach" and verdict == "reproduced" and acc_gap is not None:
         tol = acc_tolerance(section)
         if acc_gap > tol:
             verdict = "inconclusive"

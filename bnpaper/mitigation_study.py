@@ -301,10 +301,12 @@ def at_equal_accuracy(front: Mapping, alt: Mapping) -> dict[str, np.ndarray]:
 
 
 def pooled_difference(comparisons: Sequence[Mapping]) -> tuple[Estimate, float]:
-    """The verdict's estimate for one alternative: `diff` over every (corruption, seed) cell,
-    mean with a Student-t interval, and the mean accuracy `gap` (the confound)."""
-    diff = np.concatenate([c["diff"] for c in comparisons])
-    return t_mean(diff), float(np.mean(np.concatenate([c["gap"] for c in comparisons])))
+    """The verdict's estimate for one alternative: per seed, the mean `diff` over the
+    corruptions (`comparisons`, one per corruption, each over the same seeds: the cells of one
+    seed share its initialization and data draw, so they are not independent), then the mean
+    over seeds with a Student-t interval over them; and the mean accuracy `gap` (the confound)."""
+    per_seed = np.mean(np.stack([np.asarray(c["diff"], float) for c in comparisons]), axis=0)
+    return t_mean(per_seed), float(np.mean(np.concatenate([c["gap"] for c in comparisons])))
 
 
 def pooled_accuracies(alts: Mapping[str, Mapping], comparisons: Mapping[str, Mapping], name: str) -> dict:
@@ -325,8 +327,8 @@ def frontier_rows(alts: Mapping[str, Mapping], comparisons: Mapping[str, Mapping
     for n, a in alts[kinds[0]].items():
         e, gap = pooled_difference([comparisons[c][n] for c in kinds])
         rows.append(judge("05.frontier", e, acc_gap=gap, alternative=a["label"], unit=(
-            f"memorization, {n} minus the regularizer at {n}'s clean accuracy, over {len(kinds)} "
-            f"corruption(s) x {len(seeds)} seeds"), acc_cost=gap,
+            f"memorization, {n} minus the regularizer at {n}'s clean accuracy, mean over {len(kinds)} "
+            f"corruption(s) per seed, 95% t interval over {len(seeds)} seeds"), acc_cost=gap,
             clean_test_acc=pooled_accuracies(alts, comparisons, n), corruption=kinds, **common))
     return rows
 
@@ -617,7 +619,15 @@ def row_line(row: Mapping) -> str:
            else "no estimate (BN's memorization not above 0 in every seed: no share to remove)")
     accs = ", ".join(f"{n} {a:.3f}" for n, a in row["clean_test_acc"].items())
     held = ", ".join(f"{n} {a:.3f}" for n, a in row.get("rare_heldout_acc", {}).items())
-    return (f"- {what} {est}; accuracy cost {row['acc_cost']:+.3f} -> {row['verdict']}"
+    change = row.get("clean_acc_change")
+    if row["id"] == "05.frontier":
+        cost = f"accuracy gap (compared model minus regularizer there) {row['acc_cost']:+.3f}"
+    elif change is not None:
+        cost = (f"clean accuracy change {change['value']:+.3f} [{change['lo']:+.3f}, {change['hi']:+.3f}]"
+                if np.isfinite(change["lo"]) else f"clean accuracy change {change['value']:+.3f}")
+    else:
+        cost = f"accuracy cost {row['acc_cost']:+.3f}"
+    return (f"- {what} {est}; {cost} -> {row['verdict']}"
             f"{' (' + row['magnitude'] + ')' if row['magnitude'] else ''}; clean test acc.: {accs}"
             f"{'; held-out acc. of the rare class: ' + held if held else ''}")
 

@@ -621,15 +621,17 @@ class FeedbackStudy:
         head = (f"Feedback: gamma with minus without outliers {self.gap_gamma.fmt(3)} ({gamma_verdict}); "
                 f"(gamma/sigma)^2 x{math.exp(self.factor_gap.value):.2f} = x{g:.2f} from gamma times "
                 f"x{s:.2f} from sigma.")
-        faults = []
+        faults, lower = [], self.gap_gamma.hi < 0
         if gamma_verdict != "reproduced":
-            faults.append("gamma does not grow with the outliers")
+            faults.append("gamma is lower with the outliers" if lower
+                          else "gamma does not grow measurably with the outliers")
         if self.driver == "sigma":
             faults.append("the rise of (gamma/sigma)^2 is driven by the batch sigma falling, not by gamma")
         if not faults:
             return head + " Consistent with the paper's loop: outliers raise gamma, which raises the factor."
         said = "; ".join(faults)
-        return f"{head} {said[0].upper()}{said[1:]}: the paper's positive-feedback story does not hold in this toy."
+        end = "does not hold" if lower or self.driver == "sigma" else "is not supported"
+        return f"{head} {said[0].upper()}{said[1:]}: the paper's positive-feedback story {end} in this toy."
 
 
 def feedback_study(base: ToyConfig, seeds, batch_size: int, lr: float, n_last: int = 20,
@@ -878,6 +880,8 @@ class TrainedStudy:
                 out.append(f"  |gamma| with flipped / clean labels: x{g.value:.3f} [{g.lo:.3f}, {g.hi:.3f}] over "
                            f"{g.n} seeds ({word}); (gamma/sigma)^2 x{math.exp(c['total'].value):.2f}, "
                            f"driven by {c['driver']}"
-                           + ("" if g.lo > 1 else ": outliers do not drive gamma up here, against the paper's "
-                              "positive-feedback loop") + ".")
+                           + ("" if g.lo > 1 else ": gamma is lower with the outliers, against the paper's "
+                              "positive-feedback loop" if g.hi < 1 else ": no evidence that the outliers drive "
+                              "gamma up (the interval includes no change), so the loop is not supported here")
+                           + ".")
         return "\n".join(out)

@@ -30,8 +30,8 @@
 #
 # **Rare samples** (the paper's third kind; the experiments its summary reports use only the
 # first two): a long tail made from real data. One class (a seeded choice per seed) is kept at only
-# `rare_share` of the training subset, 2% where its natural share is 1/classes = 10%; the other
-# classes fill the rest, labels untouched. Their labels are right, so accuracy on them is not
+# `rare_share` of the training subset, far below its natural share 1/classes; the other classes
+# fill the rest, labels untouched. Their labels are right, so accuracy on them is not
 # memorization by itself: **memorization of rare samples** = accuracy on the trained members of
 # the rare class minus accuracy on held-out test samples of that class (Feldman's
 # train-versus-held-out reading).
@@ -54,10 +54,10 @@ ood_source = "digits"            # OOD images: noise | digits | mnist | fashion_
 rare_share = 0.02                # rare: the rare class's share of the training subset, in (0, 1/classes]
 rare_class = -1                  # rare: which class is rare; -1: a seeded choice per seed
 clean_level = 0.85               # clean training accuracy at which speed and its cost are read
-n_train = 5000                   # training samples drawn from the training set (seeded)
-n_test = 5000                    # clean test samples used for test accuracy
+n_train = 4000                   # training samples drawn from the training set (seeded)
+n_test = 2000                    # clean test samples used for test accuracy
 epochs = 15                      # training epochs
-seeds = [0, 1, 2, 3, 4]          # one run per seed and norm; data subset and corruption follow the seed
+seeds = [0, 1, 2, 3]             # one run per seed and norm; data subset and corruption follow the seed
 batch_size = 128                 # SGD mini-batch size
 lr = 0.05                        # peak learning rate (cosine schedule, momentum 0.9)
 weight_decay = 5e-4              # L2 weight decay

@@ -32,7 +32,7 @@
 # every model's clean test accuracy and train-test gap.
 #
 # **Rare samples** (the paper's third kind): per seed one more pool where one class makes up only
-# `rare_share` of it (2% where its natural share is 1/classes = 10%); LiRA on its members.
+# `rare_share` of it, far below its natural share 1/classes; LiRA on its members.
 #
 # **Data size.** Our pools hold thousands of images, the paper's presumably whole training sets
 # (50,000-60,000; it gives no size). Clean pools of each size in `size_sweep`: does the gap shrink?

@@ -174,6 +174,20 @@ def test_rare_split_keeps_one_class_at_the_requested_share_with_true_labels():
     assert others[cls] == 0 and int(others.sum()) == 480
 
 
+def test_rare_split_is_the_same_for_bn_and_no_bn_at_a_seed():
+    """01, 03 and 05 draw a split once per (kind, seed) and train every norm on it: the split has
+    no norm argument, and the BN and no-BN models of a seed see the very same samples."""
+    import inspect
+    from bnpaper import units
+    assert "norm" not in inspect.signature(data.make_split).parameters
+    ds = _indexed_dataset()
+    p = {"n_train": 300, "outlier_kind": "flip", "ood_source": "noise", "n_test": 50, "rare_share": 0.02,
+         "rare_class": -1}
+    bn, none = (units.lira_split(ds, p, "rare", seed=4) for _ in ("bn", "none"))
+    assert bn.fingerprint() == none.fingerprint() and torch.equal(bn.mask, none.mask)
+    assert torch.equal(bn.y, none.y) and int(bn.mask.sum()) == 6      # 2% of 300
+
+
 def test_rare_split_is_a_function_of_the_seed_and_honours_a_given_class():
     ds = _indexed_dataset()
     a, b = (data.make_split(ds, 300, "rare", 0.1, seed=1) for _ in range(2))
