@@ -108,7 +108,7 @@ def test_online_deltas_put_every_pool_into_one_bootstrap_over_pools_targets_exam
 
 def test_control_rows_compare_each_control_with_no_bn_on_the_same_targets():
     from bnpaper import memorization
-    rng, scores, pools, seeds = np.random.default_rng(3), {}, {}, [0, 1]
+    rng, scores, pools, seeds = np.random.default_rng(3), {}, {}, [0, 1, 2]
     mask = np.zeros(60, bool)
     mask[:6] = True
     for sd in seeds:
