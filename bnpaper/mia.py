@@ -290,7 +290,8 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
     then targets and examples within each (targets share shadows, examples are finite). With a
     few pools a percentile bootstrap over them returns about their range and overstates
     certainty, so with two or more the interval is widened to contain the Student-t interval
-    over the pools' own estimates (df = pools - 1; its standard error then gives the p-value).
+    over the pools' own estimates (df = pools - 1; then its df and the larger standard error give
+    the p-value).
     """
     masks = mask_per_run or [None] * len(runs)
     data = []
@@ -318,9 +319,8 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
     per_pool = per_pool[np.isfinite(per_pool)]
     if len(per_pool) >= 2:  # between-pool spread, judged with the t quantile of so few pools
         t = t_mean(per_pool, level)
-        lo, hi = min(lo, t.lo), max(hi, t.hi)
-        if t.se > se:
-            se, df = t.se, t.df
+        if t.lo < lo or t.hi > hi:  # the t interval decides a bound: its df (and the larger se) give the p-value
+            lo, hi, se, df = min(lo, t.lo), max(hi, t.hi), max(se, t.se), t.df
     return Estimate(point, lo, hi, sum(len(a) for a, _, _ in data), level, se=se, df=df)
 
 

@@ -159,7 +159,7 @@ def glance_tables(root: Path | None = None) -> str:
         if len(confs) < 2:
             continue
         confs.sort(key=lambda t: (not is_reference(t[0]), t[0]))
-        cols = list(dict.fromkeys(_column(label, res) for label, res in confs))
+        cols = [label for label, _ in confs]  # a column per folder; the header names dataset, arch, budget
         cells: dict[tuple[str, str], dict[str, str]] = {}
         words: dict[tuple[str, str], str] = {}
         for label, res in confs:
@@ -168,9 +168,9 @@ def glance_tables(root: Path | None = None) -> str:
                 words.setdefault(key, c.get("claim", ""))
                 acc = "/".join(f"{v:.2f}" for v in (c.get("clean_test_acc") or {}).values()
                                if isinstance(v, (int, float)))
-                cells.setdefault(key, {})[_column(label, res)] = (
+                cells.setdefault(key, {})[label] = (
                     f"{_num(c.get('measured'))} {MARK.get(c.get('verdict'), '?')}" + (f"<br>acc {acc}" if acc else ""))
-        head = "| claim | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols)
+        head = "| claim | " + " | ".join(_column(label, res) for label, res in confs) + " |\n|---|" + "---|" * len(cols)
         lines = [f"| {_cell(words[k])} | " + " | ".join(_cell(cells[k].get(col, "-")) for col in cols) + " |"
                  for k in sorted(cells)]
         parts += [f"### {nb}", "", head, *lines, ""]

@@ -247,4 +247,4 @@ for c in rows:
     print(f"- {c['claim']}: paper {c['paper']}; measured {c['measured']:+.1f} [{c['lo']:+.1f}, "
           f"{c['hi']:+.1f}] points; clean test acc. {accs}; {c['verdict']}"
           + (f" ({c['magnitude']})" if c["magnitude"] else ""))
-print("\n".join(f"- controls, {line}" for line in memorization.controls_reading(rows, "03.control.", "case", "the attack's AUC")))
+print(*[f"- controls, {x}" for x in memorization.controls_reading(rows, "03.control.", "case", "the attack's AUC")], sep="\n", end="")
