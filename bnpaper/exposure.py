@@ -108,14 +108,42 @@ def rare_exposure(pools: dict, masks: dict, norms: Sequence[str], seeds: Sequenc
 
 # ---------------------------------------------------------------- the main pools
 def online_deltas(scores: dict, pools: dict, groups, mixes: Sequence[float], seeds: Sequence[int],
-                  n_boot: int) -> dict:
-    """BN minus no-BN online-LiRA AUC in points per (mix, subgroup), scores {(mix, seed, norm):
-    {attack: (M, N)}}: every seed's pool in one `mia.paired_delta_auc` call, so that the
-    interval resamples the pools (data subset, outliers, keep matrix), then targets and examples."""
+                  n_boot: int, norm: str = "bn", base: str = "none") -> dict:
+    """`norm` minus `base` (default BN minus no-BN) online-LiRA AUC in points per (mix,
+    subgroup), scores {(mix, seed, norm): {attack: (M, N)}}: every seed's pool in one
+    `mia.paired_delta_auc` call, so that the interval resamples the pools (data subset,
+    outliers, keep matrix), then targets and examples. The pools of one (mix, seed) share their
+    keep matrix, so the two norms are paired on the same targets and examples."""
     return {(mix, g): points(mia.paired_delta_auc(
-        [(scores[mix, s, "bn"]["online"], scores[mix, s, "none"]["online"], pools[mix, s, "bn"].keep)
+        [(scores[mix, s, norm]["online"], scores[mix, s, base]["online"], pools[mix, s, norm].keep)
          for s in seeds], [groups(mix, s)[g] for s in seeds], n_boot=n_boot, seed=0))
         for mix in mixes for g in groups(mix, seeds[0])}
+
+
+CONTROLS = ("gn", "bn_noaffine")
+
+
+def control_rows(scores: dict, pools: dict, groups, mixes: Sequence[float], seeds: Sequence[int],
+                 norms: Sequence[str], n_boot: int, acc: Mapping, gap: Mapping, **common) -> list[dict]:
+    """The verdict rows `03.control.<control>`, one per control in `norms` (GroupNorm: a learned
+    gamma without batch coupling; BN with gamma fixed at 1: batch coupling without a learned
+    gamma), mix and subgroup (all examples, outliers): the control minus no-BN in online-LiRA
+    AUC points (`online_deltas`), judged with the control's clean test accuracy minus no-BN's as
+    the confound. Each row's `case` names its mix and subgroup (`memorization.controls_reading`)."""
+    from .claims import judge
+    rows = []
+    for ctrl in (n for n in CONTROLS if n in norms):
+        d = online_deltas(scores, pools, groups, mixes, seeds, n_boot, norm=ctrl)
+        for (mix, g), e in d.items():
+            if g == "inliers":
+                continue
+            rows.append(judge(f"03.control.{ctrl}", e, acc_gap=acc[mix][ctrl] - acc[mix]["none"], mix=f"{mix:.0%}",
+                              subgroup=g, case=f"{mix:.0%} mix, {'all examples' if g == 'all' else g}",
+                              unit=f"AUC points, {label(ctrl)} minus no-BN (online LiRA)",
+                              clean_test_acc={n: acc[mix][n] for n in (ctrl, "none")},
+                              train_test_gap={n: gap[mix][n] for n in (ctrl, "none")}, outlier_frac=mix,
+                              **common))
+    return rows
 
 
 def pooled_rocs(scores: dict, pools: dict, groups, mix: float, seeds: Sequence[int],

@@ -141,9 +141,14 @@ def verdict_rows(R: Runs, corruptions: Sequence[str], norms: Sequence[str], leve
     mean_over = lambda f: np.mean([f(c) for c in corruptions], 0)  # noqa: E731 (per seed)
     acc = {n: float(np.mean([R.test_acc(c, norms)[n] for c in corruptions])) for n in norms}
     kw = dict(clean_test_acc=acc, corruption="+".join(corruptions), clean_level=f"{level:.0%}", **common)
-    rows.append(claims.judge("01.typical.epochs", paired(mean_over(lambda c: R.level_epochs(c, "none", level)),
+    last = float(R.epochs[-1])  # a no-BN seed that never reaches the level counts at the last epoch:
+    censored = sum(int((~np.isfinite(R.level_epochs(c, "none", level))).sum()) for c in corruptions)
+    none_epochs = lambda c: np.nan_to_num(R.level_epochs(c, "none", level), posinf=last)  # noqa: E731
+    rows.append(claims.judge("01.typical.epochs", paired(mean_over(none_epochs),  # a lower bound, never BN's
                                                          mean_over(lambda c: R.level_epochs(c, "bn", level))),
-                             unit=f"no-BN minus BN, epochs to {level:.0%} clean training accuracy", **kw))
+                             unit=f"no-BN minus BN, epochs to {level:.0%} clean training accuracy" + (
+                                 f"; {censored} no-BN run(s) never reached it and count at the last epoch "
+                                 f"({last:g}, a lower bound)" if censored else ""), **kw))
     rows.append(claims.judge("01.typical.auc", paired(mean_over(lambda c: R.auc(c, "bn", "clean_acc")),
                                                       mean_over(lambda c: R.auc(c, "none", "clean_acc"))),
                              unit="BN minus no-BN, mean clean training accuracy over training", **kw))
@@ -171,22 +176,24 @@ def verdict_rows(R: Runs, corruptions: Sequence[str], norms: Sequence[str], leve
     return rows
 
 
-def controls_reading(rows: list[dict]) -> list[str]:
-    """Per corruption, what the two controls say about which part of BN carries its effect on
-    memorization (from their verdict rows, after any multiple-testing correction)."""
+def controls_reading(rows: list[dict], prefix: str = "01.control.", key: str = "corruption",
+                     effect: str = "it") -> list[str]:
+    """Per case (a row's `key`: the corruption in 01, the mix and subgroup in 03), what the two
+    controls say about which part of BN carries its effect (from their verdict rows `prefix`*,
+    after any multiple-testing correction)."""
     out = []
-    for corr in dict.fromkeys(r["corruption"] for r in rows if r["id"].startswith("01.control.")):
+    for corr in dict.fromkeys(r[key] for r in rows if r["id"].startswith(prefix)):
         v = {r["id"].split(".")[-1]: r["verdict"] for r in rows
-             if r["id"].startswith("01.control.") and r["corruption"] == corr}
+             if r["id"].startswith(prefix) and r[key] == corr}
         gn, na = v.get("gn"), v.get("bn_noaffine")
         if gn == "reproduced" and na == "not reproduced":
-            says = "the learned gamma carries it (GroupNorm raises it without batch coupling; fixed-gamma BN does not)"
+            says = f"the learned gamma carries {effect} (GroupNorm raises {effect} without batch coupling; fixed-gamma BN does not)"
         elif na == "reproduced" and gn == "not reproduced":
-            says = "batch coupling carries it (BN with gamma fixed raises it; GroupNorm's learned gamma does not)"
+            says = f"batch coupling carries {effect} (BN with gamma fixed raises {effect}; GroupNorm's learned gamma does not)"
         elif gn == na == "reproduced":
-            says = "either part alone raises it (GroupNorm's learned gamma and BN's batch coupling)"
+            says = f"either part alone raises {effect} (GroupNorm's learned gamma and BN's batch coupling)"
         elif gn == na == "not reproduced":
-            says = "neither part alone raises it by the minimum effect"
+            says = f"neither part alone raises {effect} by the minimum effect"
         else:
             says = "not separated at this budget"
         out.append(f"{corr}: GroupNorm {gn or 'not run'}, BN with gamma fixed {na or 'not run'} -> {says}")

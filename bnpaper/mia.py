@@ -15,7 +15,7 @@ import numpy as np
 from scipy.special import log_ndtr, logsumexp
 from scipy.stats import rankdata
 
-from .stats import Estimate
+from .stats import Estimate, t_mean
 
 FPRS = (0.01, 0.001)
 
@@ -287,7 +287,11 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
     runs: one (scores_a (T, N), scores_b (T, N), member (T, N)) per seed (pool); mask_per_run:
     boolean (N,) subgroup masks. The interval comes from a hierarchical bootstrap that resamples
     the pools (with more than one: redrawing the data subset, the outliers and the keep matrix),
-    then targets and examples within each (targets share shadows, examples are finite).
+    then targets and examples within each (targets share shadows, examples are finite). With a
+    few pools a percentile bootstrap over them returns about their range and overstates
+    certainty, so with two or more the interval is widened to contain the Student-t interval
+    over the pools' own estimates (df = pools - 1; then its df and the larger standard error give
+    the p-value).
     """
     masks = mask_per_run or [None] * len(runs)
     data = []
@@ -309,8 +313,15 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
         boots.append(np.nanmean(per_run) if np.isfinite(per_run).any() else np.nan)
     boots = np.asarray(boots)[np.isfinite(boots)]
     q = (1 - level) / 2
-    return Estimate(point, float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q)),
-                    sum(len(a) for a, _, _ in data), level, se=float(np.std(boots, ddof=1)))
+    lo, hi, se, df = (float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q)),
+                      float(np.std(boots, ddof=1)), None)
+    per_pool = np.array([np.nanmean(_auc_rows(a, y) - _auc_rows(b, y)) for a, b, y in data])
+    per_pool = per_pool[np.isfinite(per_pool)]
+    if len(per_pool) >= 2:  # between-pool spread, judged with the t quantile of so few pools
+        t = t_mean(per_pool, level)
+        if t.lo < lo or t.hi > hi:  # the t interval decides a bound: its df (and the larger se) give the p-value
+            lo, hi, se, df = min(lo, t.lo), max(hi, t.hi), max(se, t.se), t.df
+    return Estimate(point, lo, hi, sum(len(a) for a, _, _ in data), level, se=se, df=df)
 
 
 def memorization_score(correct: np.ndarray, keep: np.ndarray) -> np.ndarray:

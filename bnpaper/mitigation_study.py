@@ -306,7 +306,10 @@ def pooled_difference(comparisons: Sequence[Mapping]) -> tuple[Estimate, float]:
     seed share its initialization and data draw, so they are not independent), then the mean
     over seeds with a Student-t interval over them; and the mean accuracy `gap` (the confound)."""
     per_seed = np.mean(np.stack([np.asarray(c["diff"], float) for c in comparisons]), axis=0)
-    return t_mean(per_seed), float(np.mean(np.concatenate([c["gap"] for c in comparisons])))
+    gaps = np.concatenate([np.asarray(c["gap"], float) for c in comparisons])
+    # the confound's size is the mean |gap| (cells short on one side and beyond on the other must
+    # not cancel), its sign that of the mean gap (which side the comparison misses on)
+    return t_mean(per_seed), float(np.copysign(np.mean(np.abs(gaps)), np.mean(gaps)))
 
 
 def pooled_accuracies(alts: Mapping[str, Mapping], comparisons: Mapping[str, Mapping], name: str) -> dict:

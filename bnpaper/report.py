@@ -118,6 +118,86 @@ def matrix_table(root: Path | None = None) -> str:
     return MATRIX_HEADER + "\n" + "\n".join(lines)
 
 
+MATRIX_FIGURES = ("memorization_curves", "controls", "delta_auc", "delta_auc_vs_size", "gamma_sigma_drivers")
+MARK = {"reproduced": "✓", "not reproduced": "✗", "inconclusive": "?"}
+GLANCE_NOTE = ("Each cell: the measured effect (the claim's estimate: a difference BN minus no-BN, a "
+               "ratio or a share, as in the long table), the verdict (✓ reproduced, ✗ not reproduced, "
+               "? inconclusive) and the clean test accuracy of the compared models, in the order the "
+               "long table names them. A column is one configuration: dataset, architecture, budget "
+               "(quick: the reference run; full: the matrix).")
+
+
+def _case(c: dict) -> str:
+    """What tells one row of a claim from another inside a configuration (corruption, mix,
+    subgroup, case, alternative; the architecture for notebook 04's per-network rows)."""
+    keys = ("corruption", "mix", "subgroup", "alternative") + (("arch",) if str(c.get("id", "")).startswith("04.") else ())
+    vals = []
+    for k in keys:
+        v = c.get(k)
+        if v not in (None, "", []):
+            vals.append("+".join(map(str, v)) if isinstance(v, list) else str(v))
+    return ", ".join(vals)
+
+
+def _column(label: str, res: dict) -> str:
+    p = res.get("params", {})
+    arch = p.get("arch") or "+".join(p.get("archs", [])) or "?"
+    budget = p.get("budget") or ("quick" if is_reference(label) else "?")
+    return f"{label.split('.')[0]}<br>{arch}<br>{budget}"
+
+
+def glance_tables(root: Path | None = None) -> str:
+    """The matrix at a glance: per notebook one table, a row per claim and case, a column per
+    committed configuration, each cell the estimate, its verdict mark and clean accuracy. ""
+    when only the reference configurations are committed."""
+    found = collect(root, every_configuration=True)
+    if all(is_reference(label) for _, label, _ in found):
+        return ""
+    parts = []
+    for nb in NOTEBOOKS:
+        confs = [(label, res) for n, label, res in found if n == nb]
+        if len(confs) < 2:
+            continue
+        confs.sort(key=lambda t: (not is_reference(t[0]), t[0]))
+        cols = [label for label, _ in confs]  # a column per folder; the header names dataset, arch, budget
+        cells: dict[tuple[str, str], dict[str, str]] = {}
+        words: dict[tuple[str, str], str] = {}
+        for label, res in confs:
+            for c in res.get("claims", []):
+                key = (c.get("id", ""), _case(c))
+                words.setdefault(key, c.get("claim", ""))
+                acc = "/".join(f"{v:.2f}" for v in (c.get("clean_test_acc") or {}).values()
+                               if isinstance(v, (int, float)))
+                cells.setdefault(key, {})[label] = (
+                    f"{_num(c.get('measured'))} {MARK.get(c.get('verdict'), '?')}" + (f"<br>acc {acc}" if acc else ""))
+        head = "| claim | " + " | ".join(_column(label, res) for label, res in confs) + " |\n|---|" + "---|" * len(cols)
+        lines = [f"| {_cell(words[k])} | " + " | ".join(_cell(cells[k].get(col, "-")) for col in cols) + " |"
+                 for k in sorted(cells)]
+        parts += [f"### {nb}", "", head, *lines, ""]
+    return "\n".join(parts)
+
+
+def configurations_table(root: Path | None = None) -> str:
+    """What each committed configuration of notebooks 01, 03 and 04 used (architecture, data,
+    epochs, seeds, norms, shadow models) and how long it ran (its run_time.json)."""
+    root = root or repo_root()
+    rows = []
+    for nb, label, res in collect(root, every_configuration=True):
+        p = res.get("params", {})
+        t = root / "results" / nb / label / "run_time.json"
+        secs = json.loads(t.read_text())["seconds"] if t.exists() else None
+        n_train = p.get("n_train")
+        rows.append("| " + " | ".join(_cell(x) for x in (
+            nb.split("_")[0], label, p.get("budget", ""), p.get("arch") or "+".join(p.get("archs", [])),
+            ", ".join(f"{k} {v}" for k, v in n_train.items()) if isinstance(n_train, dict) else n_train,
+            ", ".join(f"{k} {v}" for k, v in p["epochs"].items()) if isinstance(p.get("epochs"), dict) else p.get("epochs"),
+            p.get("seeds"), "+".join(p.get("norms", [])) or "-", p.get("n_shadows", "-"),
+            f"{secs / 60:.1f} min" if secs is not None else "n/a")) + " |")
+    head = ("| nb | configuration (folder) | budget | architecture | training images | epochs | seeds "
+            "| norms | shadow models per norm and pool | run time |\n|---|---|---|---|---|---|---|---|---|---|")
+    return head + "\n" + "\n".join(rows)
+
+
 def run_time_line(root: Path | None = None, dataset: str = "fashion_mnist") -> str:
     """One line with every notebook's recorded wall time (results/<nb>/<dataset>/run_time.json,
     written by the runner), or "" when none is recorded."""
@@ -156,9 +236,17 @@ def render(root: Path | None = None) -> str:
         parts += [timing, ""]
     matrix = matrix_table(root)
     if matrix:
-        parts += ["## Every committed configuration (the matrix)", "",
+        parts += ["## The matrix at a glance", "", GLANCE_NOTE, "", glance_tables(root),
+                  "## What each configuration used", "", configurations_table(root), "",
+                  "## Every committed configuration (the matrix)", "",
                   "One row per claim and configuration; the folder names the dataset, the budget "
                   "and every value that differs from the budget's own configuration.", "", matrix, ""]
+    shown = [(nb, label, f) for nb, label, res in collect(root, every_configuration=True) if not is_reference(label)
+             for f in _figures(root, nb, label, res) if Path(f).stem in MATRIX_FIGURES]
+    if shown:
+        parts += ["## Figures of the matrix", ""]
+        for nb, label, f in shown:
+            parts += [f"**{nb} · {label}**", "", f"![{Path(f).stem}]({os.path.relpath(root / f, root / 'figures')})", ""]
     for nb, ds, res in collect(root):
         figs = _figures(root, nb, ds, res)
         if figs:

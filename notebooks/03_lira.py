@@ -22,20 +22,19 @@
 # mixes BN raises the AUC by *at least 3 and 4 points* respectively; the trend holds on clean
 # data too (overall increase 3-5 points).
 #
-# **What this notebook measures.** One pool of N examples per (outlier mix, seed), with a
-# share of injected outliers (label flips or OOD images). M shadow models per norm train on
-# the halves given by one balanced, seeded keep matrix (every example IN for exactly M/2
-# models); BN and no-BN use the *same* keep matrix, so every comparison is paired. Each model
-# is in turn the target and the other M-1 are its shadows. We report LiRA online/offline with
-# per-example and fixed variance, the loss attack and RMIA (Zarifzadeh et al. 2024), with AUC,
-# balanced accuracy and TPR at 1% and 0.1% FPR, on all examples and on the outliers, next to
-# every model's clean test accuracy and train-test gap.
+# **What this notebook measures.** One pool of N examples per (outlier mix, seed), with a share of
+# injected outliers (label flips or OOD images). M shadow models per norm train on the halves given by one
+# balanced, seeded keep matrix (every example IN for exactly M/2 models); all norms (and the controls, if
+# in `norms`: GroupNorm, a learned gamma without batch coupling; BN with gamma fixed at 1, the reverse)
+# use the *same* keep matrix: every comparison is paired. Each model is in turn the target and the other
+# M-1 are its shadows. LiRA online/offline (per-example, fixed variance), loss attack, RMIA: AUC, balanced
+# accuracy, TPR at 1%/0.1% FPR, on all examples and outliers, beside clean test accuracy and train-test gap.
 #
 # **Rare samples** (the paper's third kind): per seed one more pool where one class makes up only
 # `rare_share` of it, far below its natural share 1/classes; LiRA on its members.
 #
 # **Data size.** Our pools hold thousands of images, the paper's presumably whole training sets
-# (50,000-60,000; it gives no size). Clean pools of each size in `size_sweep`: does the gap shrink?
+# (50,000-60,000; it gives no size): does the gap shrink over the clean pools of `size_sweep`?
 #
 # **BN semantics.** Queries use eval mode (running statistics); `bn_query_mode="train-batch"`
 # normalizes each query batch with its own statistics (an ablation, on a copy of the model).
@@ -91,8 +90,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown, display
-
-from bnpaper import claims, data, exposure, mia, plots, units
+from bnpaper import claims, data, exposure, memorization, mia, plots, units
 
 plots.use_style()
 ds, t0 = data.load_dataset(dataset, download=download), time.time()
@@ -216,9 +214,9 @@ if size_sweep:
 
 # %% [markdown]
 # ## Verdict
-# Each delta-AUC judged by its claim next to utility (Holm's correction over this run's rows; the
-# size trend, exploratory, apart): a "reproduced" becomes *inconclusive* when BN's clean test
-# accuracy exceeds no-BN's by more than the tolerance (no-BN may leak less as it learned less).
+# Each delta-AUC judged by its claim next to utility (Holm's correction; the exploratory size trend and
+# controls apart): a "reproduced" becomes *inconclusive* when BN's (or the control's) clean test accuracy
+# exceeds no-BN's by more than the tolerance (no-BN may leak less as it learned less).
 
 # %%
 rows = [claims.judge(claims.lira_claim_id(mix, group), e, acc_gap=acc[mix]["bn"] - acc[mix]["none"],
@@ -231,6 +229,7 @@ rows += [claims.judge(cid, RX["delta"][g], acc_gap=RX["acc"]["bn"] - RX["acc"]["
                       dataset=dataset, budget=budget) for g, cid in (("rare", "03.auc.rare"), ("all", "03.auc.rare.all")) if rare_pool]
 if size_sweep:  # "falls": the estimate is minus the slope, AUC points lost per doubling of N
     rows.append(claims.judge("03.size.trend", SW["fall"], dataset=dataset, budget=budget, **SW["row"]))
+rows += exposure.control_rows(scores, pools, groups, outlier_frac, seeds, norms, n_boot, acc, gap, dataset=dataset, budget=budget)
 run.save({"claims": rows, "table": table, "rare": RX["results"] if rare_pool else None,
           "delta_auc": {f"{m}/{g}": e.as_dict() for (m, g), e in deltas.items()},
           "memorization_score": {n: {g: float(mem[n][m].mean()) if m.any() else None
@@ -248,3 +247,4 @@ for c in rows:
     print(f"- {c['claim']}: paper {c['paper']}; measured {c['measured']:+.1f} [{c['lo']:+.1f}, "
           f"{c['hi']:+.1f}] points; clean test acc. {accs}; {c['verdict']}"
           + (f" ({c['magnitude']})" if c["magnitude"] else ""))
+print(*[f"- controls, {x}" for x in memorization.controls_reading(rows, "03.control.", "case", "the attack's AUC")], sep="\n", end="")

@@ -106,6 +106,35 @@ def test_online_deltas_put_every_pool_into_one_bootstrap_over_pools_targets_exam
     assert got.hi - got.lo > one.hi - one.lo  # redrawing the pools widens the interval
 
 
+def test_control_rows_compare_each_control_with_no_bn_on_the_same_targets():
+    from bnpaper import memorization
+    rng, scores, pools, seeds = np.random.default_rng(3), {}, {}, [0, 1, 2]
+    mask = np.zeros(60, bool)
+    mask[:6] = True
+    for sd in seeds:
+        keep = shadow.keep_matrix(6, 60, sd)
+        shift = {"bn": 1.6, "none": 0.6, "gn": 2.2, "bn_noaffine": 0.0}  # gn leaks more, fixed-gamma BN less
+        for norm, k in shift.items():
+            scores[0.05, sd, norm] = {"online": rng.normal(size=(6, 60)) + k * keep}
+            pools[0.05, sd, norm] = _Keep(keep)
+    groups = lambda mix, sd: {"all": np.ones(60, bool), "outliers": mask, "inliers": ~mask}  # noqa: E731
+    acc = {0.05: {"bn": 0.8, "none": 0.8, "gn": 0.8, "bn_noaffine": 0.8}}
+    gap = {0.05: {n: 0.1 for n in acc[0.05]}}
+    norms = ["bn", "none", "gn", "bn_noaffine"]
+    rows = exposure.control_rows(scores, pools, groups, [0.05], seeds, norms, 200, acc, gap, dataset="toy")
+    assert [(r["id"], r["subgroup"]) for r in rows] == [
+        ("03.control.gn", "all"), ("03.control.gn", "outliers"),
+        ("03.control.bn_noaffine", "all"), ("03.control.bn_noaffine", "outliers")]
+    want = exposure.online_deltas(scores, pools, groups, [0.05], seeds, 200, norm="gn")[0.05, "all"]
+    assert rows[0]["measured"] == pytest.approx(want.value) and rows[0]["measured"] > 10
+    assert rows[0]["verdict"] == "reproduced" and rows[2]["verdict"] == "not reproduced"
+    assert rows[0]["family"] == "exploratory" and "5% outlier mix (all)" in rows[0]["claim"]
+    reading = memorization.controls_reading(rows, "03.control.", "case", "the attack's AUC")
+    assert reading[0].startswith("5% mix, all examples: GroupNorm reproduced")
+    assert "the learned gamma carries the attack's AUC" in reading[0]
+    assert exposure.control_rows(scores, pools, groups, [0.05], seeds, ["bn", "none"], 200, acc, gap) == []
+
+
 # ---------------------------------------------------------------- the trend
 SIZES = [500, 1000, 2000, 4000]
 

@@ -44,6 +44,21 @@ def test_typical_rows_are_positive_when_bn_learns_faster_and_the_cost_is_read_at
     assert rows["01.final.flip"]["measured"] == pytest.approx(0.4)
 
 
+def test_a_no_bn_run_that_never_reaches_the_level_counts_at_the_last_epoch_but_bn_never_does():
+    seeds = (0, 1, 2)
+    runs = {("flip", n, s): _history(sp, 0.3) for s in seeds for n, sp in (("bn", 2.0), ("none", 0.5 if s else 0.1))}
+    R = M.Runs(runs, seeds)
+    assert np.isinf(R.level_epochs("flip", "none", 0.8)[0])          # seed 0 of no-BN never gets there
+    row = M.verdict_rows(R, ["flip"], ["bn", "none"], 0.8)[0]
+    e_bn, e_none = R.level_epochs("flip", "bn", 0.8), R.level_epochs("flip", "none", 0.8)
+    e_none[0] = 4.0                                                    # the last evaluated epoch
+    assert row["measured"] == pytest.approx(float(np.mean(e_none - e_bn))) and np.isfinite(row["lo"])
+    assert "1 no-BN run(s) never reached it" in row["unit"]
+    swapped = {("flip", n, s): h for (c, m, s), h in runs.items() for n in [{"bn": "none", "none": "bn"}[m]]}
+    back = M.verdict_rows(M.Runs(swapped, seeds), ["flip"], ["bn", "none"], 0.8)[0]
+    assert np.isnan(back["measured"]) and back["verdict"] == "inconclusive"   # BN censored: no estimate
+
+
 def test_rare_exposure_measures_the_rare_members_apart_from_the_rest():
     m, n = 8, 40
     keep = shadow.keep_matrix(m, n, seed=0)

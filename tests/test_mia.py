@@ -216,3 +216,24 @@ def test_paired_delta_auc_over_pools_includes_the_spread_between_pools():
     assert est.value == pytest.approx(np.mean([e.value for e in one]), abs=1e-12)
     assert est.lo <= one[1].value + 0.01 and est.hi >= one[0].value - 0.01
     assert est.hi - est.lo > 2 * max(e.hi - e.lo for e in one)
+
+
+def test_paired_delta_auc_over_few_pools_is_at_least_as_wide_as_the_t_interval_over_them():
+    """Three pools with clearly different effects: the percentile bootstrap over three pools
+    returns about their range; the interval must contain mean +- t_2 * s / sqrt(3) of the
+    pools' own estimates, and its p-value uses that standard error with 2 degrees of freedom."""
+    from bnpaper import stats
+    rng = np.random.default_rng(7)
+    t, n = 8, 1500
+    pools = []
+    for gap in (1.0, 0.5, 0.0):
+        y = rng.random((t, n)) < 0.5
+        pools.append((y * 1.0 + rng.normal(size=(t, n)), y * (1.0 - 0.5 * gap) + rng.normal(size=(t, n)), y))
+    est = mia.paired_delta_auc(pools, n_boot=300)
+    per = [mia.paired_delta_auc([p], n_boot=50).value for p in pools]
+    want = stats.t_mean(per)
+    assert est.value == pytest.approx(want.value, abs=1e-12)
+    assert est.lo <= want.lo + 1e-12 and est.hi >= want.hi - 1e-12
+    assert est.df == 2 and est.se == pytest.approx(want.se)
+    one = mia.paired_delta_auc(pools[:1], n_boot=300)                  # one pool: targets and examples only
+    assert one.df is None and one.hi - one.lo < want.hi - want.lo

@@ -421,6 +421,10 @@ def test_pooled_difference_pairs_the_corruptions_of_a_seed_and_counts_seeds_not_
     want = stats.t_mean([0.2, 0.2, 0.1])                               # per seed: mean over the two kinds
     assert e.n == 3 and (e.value, e.lo, e.hi) == pytest.approx((want.value, want.lo, want.hi))
     assert gap == pytest.approx(0.01)
+    short = {"diff": np.zeros(3), "gap": np.array([0.05, 0.0, 0.0])}      # short of one cell's accuracy
+    beyond = {"diff": np.zeros(3), "gap": np.array([-0.05, 0.0, 0.0])}    # below the frontier in another
+    assert abs(ms.pooled_difference([short, beyond])[1]) == pytest.approx(0.1 / 6)  # they do not cancel
+    assert ms.pooled_difference([beyond, beyond])[1] == pytest.approx(-0.05 / 3)
 
 
 def test_early_stop_takes_the_last_epoch_at_or_below_no_bns_memorization():

@@ -125,3 +125,24 @@ def test_every_committed_configuration_lands_in_one_matrix_table(tmp_path):
 def test_no_matrix_section_when_only_the_reference_is_committed(tmp_path):
     _write(tmp_path, "01_forced_memorization", "fashion_mnist", [{"claim": "c", "measured": 1.0}])
     assert report.matrix_table(tmp_path) == "" and "## Every committed configuration" not in report.render(tmp_path)
+
+
+def test_the_glance_table_puts_each_configuration_in_a_column_with_estimate_mark_and_accuracy(tmp_path):
+    def put(label, arch, budget, claims):
+        p = tmp_path / "results" / "01_forced_memorization" / label / "results.json"
+        p.parent.mkdir(parents=True)
+        p.write_text(json.dumps({"params": {"arch": arch, "budget": budget, "n_train": 4000, "epochs": 12,
+                                            "seeds": [0, 1], "norms": ["bn", "none"]}, "claims": claims}))
+    row = lambda corr, v, verdict: {"id": "01.final." + corr, "claim": f"BN memorizes {corr}", "measured": v,  # noqa: E731
+                                    "lo": v - 0.1, "hi": v + 0.1, "verdict": verdict, "corruption": corr,
+                                    "clean_test_acc": {"bn": 0.85, "none": 0.86}}
+    put("fashion_mnist", "lenet", "quick", [row("flip", 0.3, "reproduced"), row("ood", 0.1, "inconclusive")])
+    put("mnist_subset.full.arch=resnet20", "resnet20", "full", [row("flip", -0.2, "not reproduced")])
+    lines = report.glance_tables(tmp_path).splitlines()
+    assert lines[0] == "### 01_forced_memorization"
+    assert lines[2] == "| claim | fashion_mnist<br>lenet<br>quick | mnist_subset<br>resnet20<br>full |"
+    assert lines[4] == "| BN memorizes flip | 0.300 ✓<br>acc 0.85/0.86 | -0.200 ✗<br>acc 0.85/0.86 |"
+    assert lines[5] == "| BN memorizes ood | 0.100 ?<br>acc 0.85/0.86 | - |"
+    conf = report.configurations_table(tmp_path).splitlines()
+    assert "| 01 | mnist_subset.full.arch=resnet20 | full | resnet20 | 4000 | 12 | [0, 1] | bn+none | - | n/a |" in conf
+    assert "## The matrix at a glance" in report.render(tmp_path)

@@ -147,7 +147,7 @@ def test_runner_checks_every_notebook_before_the_first_starts(monkeypatch):
     ({"dataset": "cifar11"}, r"dataset='cifar11' is not allowed; choose one of \['mnist'"),
     ({"noise_frac": 1.5}, r"noise_frac=1.5 is out of range; allowed: a number in \(0.0, 1.0\)"),
     ({"norms": ["bn", "gn"]}, r"norms=\['bn', 'gn'\] must include 'bn' and 'none'"),
-    ({"batch_size": 9000}, r"batch_size=9000 is out of range; allowed: an integer in \[2, 5000\]"),
+    ({"batch_size": 9000}, r"batch_size=9000 is out of range; allowed: an integer in \[2, 4000\]"),
     ({"seeds": [0, 0]}, r"seeds=\[0, 0\] must not repeat values"),
     ({"n_train": 70000}, r"n_train=70000 is out of range; allowed: an integer in \[10, 60000\]"),
     ({"corruption": ["flip", "mislabel"]}, r"corruption=\['flip', 'mislabel'\] contains \['mislabel'\]"),
