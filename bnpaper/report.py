@@ -171,8 +171,8 @@ def glance_tables(root: Path | None = None) -> str:
                 cells.setdefault(key, {})[label] = (
                     f"{_num(c.get('measured'))} {MARK.get(c.get('verdict'), '?')}" + (f"<br>acc {acc}" if acc else ""))
         head = "| claim | " + " | ".join(_column(label, res) for label, res in confs) + " |\n|---|" + "---|" * len(cols)
-        lines = [f"| {_cell(words[k])} | " + " | ".join(_cell(cells[k].get(col, "-")) for col in cols) + " |"
-                 for k in sorted(cells)]
+        lines = [f"| {_cell(words[k] + (f' [{k[1]}]' if k[1] else ''))} | "
+                 + " | ".join(_cell(cells[k].get(col, "-")) for col in cols) + " |" for k in sorted(cells)]
         parts += [f"### {nb}", "", head, *lines, ""]
     return "\n".join(parts)
 

@@ -141,8 +141,8 @@ def test_the_glance_table_puts_each_configuration_in_a_column_with_estimate_mark
     lines = report.glance_tables(tmp_path).splitlines()
     assert lines[0] == "### 01_forced_memorization"
     assert lines[2] == "| claim | fashion_mnist<br>lenet<br>quick | mnist_subset<br>resnet20<br>full |"
-    assert lines[4] == "| BN memorizes flip | 0.300 ✓<br>acc 0.85/0.86 | -0.200 ✗<br>acc 0.85/0.86 |"
-    assert lines[5] == "| BN memorizes ood | 0.100 ?<br>acc 0.85/0.86 | - |"
+    assert lines[4] == "| BN memorizes flip [flip] | 0.300 ✓<br>acc 0.85/0.86 | -0.200 ✗<br>acc 0.85/0.86 |"
+    assert lines[5] == "| BN memorizes ood [ood] | 0.100 ?<br>acc 0.85/0.86 | - |"
     conf = report.configurations_table(tmp_path).splitlines()
     assert "| 01 | mnist_subset.full.arch=resnet20 | full | resnet20 | 4000 | 12 | [0, 1] | bn+none | - | n/a |" in conf
     assert "## The matrix at a glance" in report.render(tmp_path)
