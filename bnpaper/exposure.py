@@ -11,6 +11,7 @@ import numpy as np
 from scipy import stats as _sps
 
 from . import mia, units
+from .memorization import CONTROLS
 from .params import DATASET_SIZES
 from .plots import color, label
 from .stats import Estimate
@@ -118,9 +119,6 @@ def online_deltas(scores: dict, pools: dict, groups, mixes: Sequence[float], see
         [(scores[mix, s, norm]["online"], scores[mix, s, base]["online"], pools[mix, s, norm].keep)
          for s in seeds], [groups(mix, s)[g] for s in seeds], n_boot=n_boot, seed=0))
         for mix in mixes for g in groups(mix, seeds[0])}
-
-
-CONTROLS = ("gn", "bn_noaffine")
 
 
 def control_rows(scores: dict, pools: dict, groups, mixes: Sequence[float], seeds: Sequence[int],

@@ -298,7 +298,8 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
     for (a, b, y), mk in zip(runs, masks):
         mk = np.ones(a.shape[1], bool) if mk is None else np.asarray(mk, bool)
         data.append((np.asarray(a)[:, mk], np.asarray(b)[:, mk], np.asarray(y, bool)[:, mk]))
-    point = float(np.mean([np.nanmean(_auc_rows(a, y) - _auc_rows(b, y)) for a, b, y in data]))
+    per_pool = np.array([np.nanmean(_auc_rows(a, y) - _auc_rows(b, y)) for a, b, y in data])
+    point = float(np.mean(per_pool))
     rng = np.random.default_rng(seed)
     boots = []
     for _ in range(n_boot):
@@ -315,7 +316,6 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
     q = (1 - level) / 2
     lo, hi, se, df = (float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q)),
                       float(np.std(boots, ddof=1)), None)
-    per_pool = np.array([np.nanmean(_auc_rows(a, y) - _auc_rows(b, y)) for a, b, y in data])
     per_pool = per_pool[np.isfinite(per_pool)]
     if len(per_pool) >= 2:  # between-pool spread, judged with the t quantile of so few pools
         t = t_mean(per_pool, level)
