@@ -56,6 +56,28 @@ def acc_tolerance(section: str) -> float:
     return float(_load()["settings"]["acc_tolerance"][section])
 
 
+def learned_floor(dataset: str) -> float | None:
+    """The clean test accuracy below which a model of `dataset` counts as near chance: chance
+    (1/classes) plus `settings.min_learned` of the way to 1. None for a dataset not known to
+    `bnpaper.data.DATASETS` (no floor is applied)."""
+    from .data import DATASETS
+    spec = DATASETS.get(dataset)
+    if spec is None:
+        return None
+    chance = 1.0 / spec.n_classes
+    return chance + float(_load()["settings"]["min_learned"]) * (1.0 - chance)
+
+
+def near_chance(accuracies: Any, dataset: Any) -> dict[str, float]:
+    """The compared models (`accuracies` {name: clean test accuracy}) that are near chance on
+    `dataset` (`learned_floor`): {name: accuracy}; empty if every model learned or nothing is known."""
+    floor = learned_floor(dataset) if isinstance(dataset, str) else None
+    if floor is None or not isinstance(accuracies, dict):
+        return {}
+    return {n: float(a) for n, a in accuracies.items()
+            if isinstance(a, (int, float)) and math.isfinite(a) and a < floor}
+
+
 def lira_claim_id(mix: float, group: str) -> str:
     """The claim about LiRA's delta-AUC at an outlier mix: the paper numbers 0, 1% and 5% (all
     examples); any other mix, and the outliers-only group, are tested for direction only."""
@@ -126,6 +148,12 @@ def judge(claim_id: str, est: Estimate, section: str | None = None,
         what = ("the regularizer never reaches the compared model's clean accuracy: short by"
                 if acc_gap > 0 else "the compared model is less accurate than every regularizer setting, by")
         note = "; ".join(x for x in (note, f"{what} {abs(acc_gap):.3f} > {tol:g}") if x)
+    elif conf == "bn_vs_other" and (low := near_chance(fields.get("clean_test_acc"), fields.get("dataset"))):
+        # a model that did not learn carries no evidence either way, whichever way the test went
+        verdict = "inconclusive"
+        names = ", ".join(f"{n} {a:.3f}" for n, a in low.items())
+        note = "; ".join(x for x in (note, f"near chance ({names} < {learned_floor(fields['dataset']):.3f}): "
+                                     "a model that did not learn carries no evidence") if x)
     elif conf and conf != "reach" and verdict == "reproduced" and acc_gap is not None:
         tol = acc_tolerance(section)
         if acc_gap > tol:

@@ -148,11 +148,19 @@ def grid_kinds(corruptions: Sequence[str]) -> list[str]:
     return [c for c in corruptions if c in GRID]
 
 
-def plan(corruptions: Sequence[str], grid: Sequence[Variant], judged: Sequence[Variant]) -> dict:
+def frontier_kinds(corruptions: Sequence[str], wanted: Sequence[str]) -> list[str]:
+    """The kinds the frontier and the alternatives train on: those of `wanted` (the parameter
+    `frontier_corruption`) that `corruptions` has, or, if it has none of them, its first flip or
+    OOD kind (`grid_kinds`)."""
+    return [c for c in corruptions if c in wanted] or grid_kinds(corruptions)[:1]
+
+
+def plan(corruptions: Sequence[str], grid: Sequence[Variant], judged: Sequence[Variant],
+         frontier_kinds: Sequence[str] | None = None) -> dict:
     """Which models train on the evaluation splits of each kind: `grid` (BN, the chosen setting,
-    the frontier, the alternatives) on the kinds of `grid_kinds`, `judged` (BN, the chosen
-    setting, no-BN) on the others."""
-    kinds = grid_kinds(corruptions)
+    the frontier, the alternatives) on `frontier_kinds` (default: every kind of `grid_kinds`),
+    `judged` (BN, the chosen setting, no-BN) on the others."""
+    kinds = grid_kinds(corruptions) if frontier_kinds is None else list(frontier_kinds)
     return {c: list(grid if c in kinds else judged) for c in corruptions}
 
 
@@ -224,11 +232,14 @@ def frontier(runs: Mapping, corr: str, seeds: Sequence[int], bn: Variant,
     in order of strength; `acc`, `mem`: (seeds, 1 + len(points)); `names`, `labels` ('BN',
     'lambda=0.001', ...: the figure's) and `rows` (the table's labels)."""
     vs = [bn, *points]
+    return _frontier_of(bn, points, np.stack([finals(runs, corr, v.name, seeds, ACCURACY) for v in vs], 1),
+                        np.stack([finals(runs, corr, v.name, seeds, MEMORIZATION) for v in vs], 1))
+
+
+def _frontier_of(bn: Variant, points: Sequence[Variant], acc: np.ndarray, mem: np.ndarray) -> dict:
     lab = lambda v: f"$\\lambda$={v.mit.lam:g}" if v.mit.method == "penalty" else v.params  # noqa: E731
-    return {"names": [v.name for v in vs], "labels": ["BN"] + [lab(v) for v in points],
-            "rows": [v.label for v in vs],
-            "acc": np.stack([finals(runs, corr, v.name, seeds, ACCURACY) for v in vs], 1),
-            "mem": np.stack([finals(runs, corr, v.name, seeds, MEMORIZATION) for v in vs], 1)}
+    return {"names": [v.name for v in (bn, *points)], "labels": ["BN"] + [lab(v) for v in points],
+            "rows": [v.label for v in (bn, *points)], "acc": acc, "mem": mem}
 
 
 def early_stop(history: Mapping[str, list], corr: str, level: float) -> dict:
@@ -320,19 +331,22 @@ def pooled_accuracies(alts: Mapping[str, Mapping], comparisons: Mapping[str, Map
 
 
 def frontier_rows(alts: Mapping[str, Mapping], comparisons: Mapping[str, Mapping], seeds: Sequence[int],
+                  claim_id: str = "05.frontier", measure: str = "memorization", over: str = "seeds",
                   **common) -> list[dict]:
-    """The verdict rows `05.frontier`, one per alternative: its memorization minus the
-    regularizer's at its clean accuracy over every (corruption, seed) cell of `alts` (the grid
-    kinds), with the accuracy the regularizer lacks there as the confound."""
+    """The verdict rows `claim_id` (`05.frontier`; `05.frontier.lira` for LiRA's frontier), one per
+    alternative: its `measure` minus the regularizer's at its clean accuracy over every
+    (corruption, seed) cell of `alts` (the frontier's kinds; for LiRA one pool, and its targets
+    in place of seeds: `over`), with the accuracy the regularizer lacks there as the confound."""
     from .claims import judge
     kinds = list(alts)
+    per = f"mean over {len(kinds)} corruption(s) per seed, " if over == "seeds" else ""
     rows = []
     for n, a in alts[kinds[0]].items():
         e, gap = pooled_difference([comparisons[c][n] for c in kinds])
-        rows.append(judge("05.frontier", e, acc_gap=gap, alternative=a["label"], unit=(
-            f"memorization, {n} minus the regularizer at {n}'s clean accuracy, mean over {len(kinds)} "
-            f"corruption(s) per seed, 95% t interval over {len(seeds)} seeds"), acc_cost=gap,
-            clean_test_acc=pooled_accuracies(alts, comparisons, n), corruption=kinds, **common))
+        rows.append(judge(claim_id, e, acc_gap=gap, alternative=a["label"], unit=(
+            f"{measure}, {n} minus the regularizer at {n}'s clean accuracy, {per}95% t interval over "
+            f"{len(seeds)} {over}"), acc_cost=gap, clean_test_acc=pooled_accuracies(alts, comparisons, n),
+            corruption=kinds, **common))
     return rows
 
 
@@ -451,14 +465,50 @@ def lira_pools(ds, p03: Mapping, mitigation: MitigationConfig) -> tuple[dict, np
     """Notebook 03's shadow pools at its largest outlier mix and first seed, built with 03's
     resolved parameters `p03` exactly as 03 builds them (the same split, keep matrix, configs
     and trainer: the very cache units 03 trained), for BN and no-BN, and the same pool with the
-    regularizer `mitigation` (trained one model at a time: the packed trainer has no hook).
+    regularizer `mitigation` (same trainer: packed LeNets carry it as one-at-a-time training does).
     Returns ({'bn', 'none', 'reg'}: ShadowPool, the pool's outlier mask, the mix); the pools come
     from `units.lira_pool`, the one definition 03 uses."""
     from . import units
     mix, seed = max(p03["outlier_frac"]), p03["seeds"][0]
     pools = {n: units.lira_pool(ds, p03, mix, seed, n) for n in ("bn", "none")}
-    pools["reg"] = units.lira_pool(ds, p03, mix, seed, "bn", mitigation=mitigation, trainer="plain")
+    pools["reg"] = units.lira_pool(ds, p03, mix, seed, "bn", mitigation=mitigation)
     return pools, units.lira_split(ds, p03, mix, seed).mask.numpy(), float(mix)
+
+
+def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, bn: Variant, points: Sequence[Variant],
+                  alternatives: Sequence[Variant], chosen: Variant) -> dict:
+    """LiRA's frontier: notebook 03's pool (its largest outlier mix, first seed, 03's recipe and
+    trainer) at `n_shadows` shadows, one balanced keep matrix for all, trained for BN, every
+    `points` setting (the regularizer over lambda), every alternative and the chosen setting
+    (`units.lira_pool`: 03's own units where 03 trained them). Per pool and target: LiRA
+    `variant`'s AUC on all examples and the target's clean test accuracy. The targets play the
+    seeds' part of `frontier`: `front` (`mem` is the AUC, (targets, 1 + len(points))), `alts`
+    (as `alternative_points`, without the early stop: its epoch is an oracle read per seed),
+    `chosen` (acc, auc), `n_shadows`, `mix` and `cmp` (per alternative `at_equal_accuracy`)."""
+    from . import mia, units
+    p = {**p03, "n_shadows": n_shadows}
+    mix, seed = max(p["outlier_frac"]), p["seeds"][0]
+
+    def measure(v: Variant) -> tuple[np.ndarray, np.ndarray]:
+        pool = units.lira_pool(ds, p, mix, seed, v.norm, mitigation=v.mit, weight_decay=v.weight_decay)
+        s = mia.lira(pool.phi, pool.keep, sigma_floor=p["sigma_floor"])[variant]
+        auc = mia.evaluate_targets(s, pool.keep, {"all": np.ones(pool.keep.shape[1], bool)}).values["all"]["auc"]
+        return np.asarray(pool.test_acc, float), np.asarray(auc, float)
+
+    got = {v.name: measure(v) for v in dict.fromkeys([bn, *points, *alternatives, chosen])}
+    vs = [bn, *points]
+    front = _frontier_of(bn, points, *(np.stack([got[v.name][i] for v in vs], 1) for i in (0, 1)))
+    alts = {v.name: {"label": v.label, "color": v.color, "acc": got[v.name][0], "mem": got[v.name][1]}
+            for v in alternatives}
+    return {"front": front, "alts": alts, "chosen": got[chosen.name], "n_shadows": n_shadows, "mix": float(mix),
+            "cmp": {n: at_equal_accuracy(front, a) for n, a in alts.items()}}
+
+
+def lira_frontier_rows(lf: Mapping, variant: str, **common) -> list[dict]:
+    """The verdict rows `05.frontier.lira` of a `lira_frontier`: per alternative its LiRA AUC minus
+    the regularizer's at its clean accuracy, t interval over the pool's targets."""
+    return frontier_rows({"lira": lf["alts"]}, {"lira": lf["cmp"]}, range(lf["n_shadows"]), "05.frontier.lira",
+                         f"LiRA ({variant}) AUC on 03's pool at {lf['n_shadows']} shadows", "targets", **common)
 
 
 LIRA_COLORS = {"bn": "bn", "none": "none", "reg": "bn_reg"}   # pool name -> plots.COLORS key
@@ -556,7 +606,7 @@ def selection_table(scores: Mapping[str, dict], candidates: Sequence[Variant], c
 
 
 def frontier_table(fronts: Mapping[str, Mapping], alts: Mapping[str, Mapping],
-                   comparisons: Mapping[str, Mapping]) -> str:
+                   comparisons: Mapping[str, Mapping], measure: str = "memorization") -> str:
     """Per corruption: every frontier point and every alternative with clean test accuracy and
     memorization (mean [95% t interval] over seeds); for an alternative also the regularizer's
     memorization at its accuracy, the difference (alternative minus regularizer) and the
@@ -571,8 +621,8 @@ def frontier_table(fronts: Mapping[str, Mapping], alts: Mapping[str, Mapping],
             stop = f" (epochs {', '.join(map(str, a['epoch']))})" if "epoch" in a else ""
             rows.append([corr, a["label"] + stop, _ci(t_mean(a["acc"])), _ci(t_mean(a["mem"])),
                          f"{np.mean(c['reg_mem']):.3f}", _ci(t_mean(c["diff"])), f"{np.mean(c['gap']):+.3f}"])
-    return markdown_table(["corruption", "model", "clean test acc.", "memorization",
-                           "regularizer's memorization at this acc.",
+    return markdown_table(["corruption", "model", "clean test acc.", measure,
+                           f"regularizer's {measure} at this acc.",
                            "alternative minus regularizer", "acc. the regularizer lacks"], rows)
 
 
@@ -613,8 +663,9 @@ def row_line(row: Mapping) -> str:
     verdict and the clean test accuracy beside it."""
     if row["id"] == "05.lira":
         what = "LiRA AUC, BN minus chosen"
-    elif row["id"] == "05.frontier":
-        what = f"vs {row.get('alternative')}: memorization minus the regularizer's at equal accuracy"
+    elif row["id"].startswith("05.frontier"):
+        what = (f"vs {row.get('alternative')}: {'LiRA AUC' if row['id'].endswith('lira') else 'memorization'}"
+                " minus the regularizer's at equal accuracy")
     else:
         c = row.get("corruption")
         what = f"{c}: share of BN's {MEMORIZATION_WORDS.get(c, 'memorization')} removed"
@@ -623,7 +674,7 @@ def row_line(row: Mapping) -> str:
     accs = ", ".join(f"{n} {a:.3f}" for n, a in row["clean_test_acc"].items())
     held = ", ".join(f"{n} {a:.3f}" for n, a in row.get("rare_heldout_acc", {}).items())
     change = row.get("clean_acc_change")
-    if row["id"] == "05.frontier":
+    if row["id"].startswith("05.frontier"):
         cost = f"accuracy gap (compared model minus regularizer there) {row['acc_cost']:+.3f}"
     elif change is not None:
         cost = (f"clean accuracy change {change['value']:+.3f} [{change['lo']:+.3f}, {change['hi']:+.3f}]"

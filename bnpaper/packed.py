@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from .config import device as default_device
 from .data import Split, normalize
+from .mitigation import MitigationConfig
 from .models import LeNet5, build_model, make_norm
 from .train import TrainConfig, TrainingDiverged, lr_at, random_crop_flip
 
@@ -123,11 +124,16 @@ def pack_input(xb: torch.Tensor) -> torch.Tensor:
 
 
 def fit_packed(split: Split, members: list[torch.Tensor], cfgs: list[TrainConfig],
-               device: str | None = None, channels_last: bool = True, progress: bool = False
-               ) -> list[dict]:
+               device: str | None = None, channels_last: bool = True, progress: bool = False,
+               mitigation: MitigationConfig = MitigationConfig()) -> list[dict]:
     """Train len(cfgs) LeNet members at once; member k trains on `split` rows `members[k]`
     (index tensors of equal length) with `cfgs[k]` (configs may differ only in `seed`).
-    Returns one LeNet5 state_dict per member (same batches and init as `train.fit`)."""
+    Returns one LeNet5 state_dict per member (same batches and init as `train.fit`).
+
+    A `mitigation` (penalty, projection, gamma decay) acts on every member as in
+    `mitigation.fit_mitigated`: the packed BN layers hold each member's channels with their own
+    batch and running statistics, and the penalties are sums over channels, so the packed loss
+    (the members' summed losses) carries each member's own penalty."""
     from tqdm.auto import tqdm
 
     device = device or default_device()  # the notebook's `device` parameter (config.set_device)
@@ -150,32 +156,41 @@ def fit_packed(split: Split, members: list[torch.Tensor], cfgs: list[TrainConfig
     xs = normalize(split.x, split.mean, split.std, device)
     ys = split.y.to(device)
     idx_sets = [torch.as_tensor(m, device=device) for m in members]
-    steps = max(1, n // base.batch_size)
-    total = steps * base.epochs
-    model.train()
-    for epoch in tqdm(range(1, base.epochs + 1), disable=not progress, leave=False,
-                      desc=f"packed x{k} {base.norm}"):
-        gens = [torch.Generator().manual_seed(cfg.seed * 100_003 + epoch) for cfg in cfgs]
-        perms = [ix[torch.randperm(n, generator=g).to(device)] for ix, g in zip(idx_sets, gens)]
-        for s in range(steps):
-            sel = [p[s * base.batch_size:(s + 1) * base.batch_size] for p in perms]
-            xb = [xs[i] for i in sel]
-            if base.augment:
-                xb = [random_crop_flip(x, g) for x, g in zip(xb, gens)]
-            xin = pack_input(torch.stack(xb))
-            if channels_last:
-                xin = xin.contiguous(memory_format=torch.channels_last)
-            for group in opt.param_groups:
-                group["lr"] = lr_at(base, (epoch - 1) * steps + s, total)
-            z = model(xin)                                        # (K, B, classes)
-            yb = torch.stack([ys[i] for i in sel])
-            loss = F.cross_entropy(z.reshape(-1, z.shape[-1]), yb.reshape(-1)) * k
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(f"packed training diverged at epoch {epoch}, step {s} "
-                                       f"(norm={base.norm}, lr={base.lr}); lower lr")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+    reg, proj = mitigation.hooks()
+    try:
+        steps = max(1, n // base.batch_size)
+        total = steps * base.epochs
+        model.train()
+        for epoch in tqdm(range(1, base.epochs + 1), disable=not progress, leave=False,
+                          desc=f"packed x{k} {base.norm}"):
+            gens = [torch.Generator().manual_seed(cfg.seed * 100_003 + epoch) for cfg in cfgs]
+            perms = [ix[torch.randperm(n, generator=g).to(device)] for ix, g in zip(idx_sets, gens)]
+            for s in range(steps):
+                sel = [p[s * base.batch_size:(s + 1) * base.batch_size] for p in perms]
+                xb = [xs[i] for i in sel]
+                if base.augment:
+                    xb = [random_crop_flip(x, g) for x, g in zip(xb, gens)]
+                xin = pack_input(torch.stack(xb))
+                if channels_last:
+                    xin = xin.contiguous(memory_format=torch.channels_last)
+                for group in opt.param_groups:
+                    group["lr"] = lr_at(base, (epoch - 1) * steps + s, total)
+                z = model(xin)                                        # (K, B, classes)
+                yb = torch.stack([ys[i] for i in sel])
+                loss = F.cross_entropy(z.reshape(-1, z.shape[-1]), yb.reshape(-1)) * k
+                if reg is not None:
+                    loss = loss + reg(model)
+                if not torch.isfinite(loss):
+                    raise TrainingDiverged(f"packed training diverged at epoch {epoch}, step {s} "
+                                           f"(norm={base.norm}, lr={base.lr}); lower lr")
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                if proj is not None:
+                    proj(model)
+    finally:
+        if reg is not None:
+            reg.remove()
     model = model.to(memory_format=torch.contiguous_format).cpu()
     return [model.member_state(i) for i in range(k)]
 

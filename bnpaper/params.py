@@ -168,7 +168,9 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "projection_taus": number_list(0.0, None, min_len=0, lo_open=True),
         "gamma_decays": number_list(0.0, 1.0, min_len=0, lo_open=True),
         "strong_weight_decays": number_list(0.0, 1.0, min_len=0, lo_open=True), "lira": flag(),
-        "lira_variant": choice("online", "online_fixed", "offline", "offline_fixed")},
+        "lira_variant": choice("online", "online_fixed", "offline", "offline_fixed"),
+        "frontier_corruption": one_or_list(("flip", "ood")),
+        "lira_frontier_shadows": number(0, None, integer=True)},
 }
 
 
@@ -272,6 +274,10 @@ def _cross_05(p: dict) -> None:
     shared = sorted(set(p["selection_seeds"]) & set(p["seeds"]))
     _need(not shared, f"selection_seeds={p['selection_seeds']!r} must be disjoint from seeds="
           f"{p['seeds']!r} (nothing is chosen on the seeds it is reported on); shared: {shared}")
+    m = p["lira_frontier_shadows"]
+    _need(m == 0 or (m >= 4 and m % 2 == 0), f"lira_frontier_shadows={m!r} is not allowed; allowed: 0 "
+          "(no LiRA frontier) or an even number >= 4 (a balanced keep matrix, each shadow the target "
+          "of the others)")
     _need(p["frontier_tau"] in p["taus"],
           f"frontier_tau={p['frontier_tau']!r} must be one of taus={p['taus']!r}")
     weak = [w for w in p["strong_weight_decays"] if w <= p["weight_decay"]]

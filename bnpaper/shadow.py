@@ -110,14 +110,15 @@ class ShadowTask:
     members: tuple[np.ndarray, ...]        # row indices each shadow trains on
     trainer: str                           # "plain" or "packed"
     threads: int = 0                       # torch threads in the worker (0: leave as is)
-    mitigation: MitigationConfig = MitigationConfig()  # a gamma/sigma regularizer (plain only)
+    mitigation: MitigationConfig = MitigationConfig()  # a gamma/sigma regularizer (either trainer)
 
 
 def _train_states(task: ShadowTask) -> list[dict]:
     """The trained weights of every shadow of `task` (the hook tests interrupt)."""
     if task.trainer == "packed":
         from .packed import fit_packed
-        return fit_packed(task.split, [torch.as_tensor(m) for m in task.members], list(task.cfgs))
+        return fit_packed(task.split, [torch.as_tensor(m) for m in task.members], list(task.cfgs),
+                          mitigation=task.mitigation)
     states = []
     for cfg, rows in zip(task.cfgs, task.members):
         r = torch.as_tensor(rows)
@@ -227,15 +228,12 @@ def _unit_config(cfg: TrainConfig, rows: np.ndarray, trainer: str,
 
 
 def _trainer(trainer: str, arch: str, pack_size: int, mitigation: MitigationConfig) -> str:
-    """The trainer "auto" stands for: packed LeNets, unless a regularizer is trained (plain)."""
+    """The trainer "auto" stands for: packed LeNets (with or without a regularizer), plain otherwise."""
     check_choice("trainer", trainer, TRAINERS)
     if trainer == "auto":
-        packable = arch == "lenet" and pack_size > 1 and mitigation.method == "none"
-        return "packed" if packable else "plain"
+        return "packed" if arch == "lenet" and pack_size > 1 else "plain"
     if trainer == "packed" and arch != "lenet":
         raise ConfigError(f"trainer='packed' supports arch='lenet' only, not {arch!r}")
-    if trainer == "packed" and mitigation.method != "none":
-        raise ConfigError("trainer='packed' cannot train a gamma/sigma regularizer; use 'plain' or 'auto'")
     return trainer
 
 

@@ -4,7 +4,7 @@ Notebooks never build cache keys; the key is the unit's configuration, the data 
 package source and the torch version (`bnpaper.store`)."""
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from typing import Mapping
 
@@ -76,13 +76,16 @@ def lira_split(ds: Dataset, p: Mapping, mix: float | str, seed: int,
 
 def lira_pool(ds: Dataset, p: Mapping, mix: float | str, seed: int, norm: str,
               mitigation: MitigationConfig = NO_MITIGATION, trainer: str | None = None,
-              n_train: int | None = None, store: Store | None = None) -> shadow.ShadowPool:
+              n_train: int | None = None, store: Store | None = None,
+              weight_decay: float | None = None) -> shadow.ShadowPool:
     """Notebook 03's pool of p['n_shadows'] shadow models of `norm` on `lira_split(ds, p, mix,
     seed, n_train)`, built from 03's resolved parameters `p` exactly as 03 builds it: whoever
     asks for it (03's pools and size sweep, 05's LiRA comparison) gets the very cache units 03
-    trained. trainer: None for p['trainer']; a `mitigation` (the gamma/sigma regularizer) is
-    the same pool trained with it."""
-    return shadow_pool(lira_split(ds, p, mix, seed, n_train), _lira_config(p, norm),
+    trained. trainer: None for p['trainer']; a `mitigation` (the gamma/sigma regularizer) or a
+    `weight_decay` (None: p['weight_decay']) is the same pool trained with it."""
+    cfg = _lira_config(p, norm)
+    cfg = cfg if weight_decay is None else replace(cfg, weight_decay=weight_decay)
+    return shadow_pool(lira_split(ds, p, mix, seed, n_train), cfg,
                        p["n_shadows"], seed, mitigation, p["executor"],
                        p["trainer"] if trainer is None else trainer, p["pack_size"],
                        p["bn_query_mode"], store)

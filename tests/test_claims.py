@@ -55,6 +55,22 @@ def test_accuracy_confound_turns_reproduced_into_inconclusive_and_says_why():
     assert "higher than the compared model's by 0.200 > 0.05" in bad["magnitude"]
 
 
+@pytest.mark.parametrize("est", [E(-0.2, -0.3, -0.1), E(0.3, 0.2, 0.4)])
+def test_a_compared_model_near_chance_makes_a_bn_vs_other_row_inconclusive_either_way(est):
+    # the matrix's no-BN ResNet-20: 0.15 on 10 classes (floor 0.1 + 0.25 * 0.9 = 0.325)
+    accs = {"bn": 0.72, "none": 0.15}
+    row = claims.judge("01.final.flip", est, acc_gap=0.57, clean_test_acc=accs, dataset="fashion_mnist")
+    assert row["verdict"] == "inconclusive"
+    assert "near chance (none 0.150 < 0.325)" in row["magnitude"]
+    assert claims.learned_floor("cifar100") == pytest.approx(0.01 + 0.25 * 0.99)
+    # a learned model just above the floor is judged by the test and the gap as before
+    fine = claims.judge("01.final.flip", E(-0.2, -0.3, -0.1), acc_gap=0.0,
+                        clean_test_acc={"bn": 0.34, "none": 0.33}, dataset="fashion_mnist")
+    assert fine["verdict"] == "not reproduced" and "near chance" not in fine["magnitude"]
+    # no dataset known: no floor (nothing is guessed)
+    assert claims.judge("01.final.flip", est, acc_gap=0.0, clean_test_acc=accs)["verdict"] != "inconclusive"
+
+
 def test_mitigation_cost_above_tolerance_is_inconclusive():
     assert claims.judge("05.reduction.flip", E(0.9, 0.8, 0.95), acc_gap=0.005)["verdict"] == "reproduced"
     row = claims.judge("05.reduction.flip", E(0.9, 0.8, 0.95), acc_gap=0.065)

@@ -782,3 +782,56 @@ def test_rare_memorization_column_shows_negative_gaps_and_passes_the_audit():
     fig.tight_layout()
     assert plots.audit(fig) == []
     plt.close(fig)
+
+
+def test_the_frontier_is_drawn_on_the_wanted_kinds_the_run_has_else_its_first_flip_or_ood_kind():
+    bn, nobn, gn = ms.Variant("bn"), ms.Variant("none"), ms.Variant("gn")
+    assert ms.frontier_kinds(["flip", "ood", "rare"], ["flip"]) == ["flip"]
+    assert ms.frontier_kinds(["ood", "flip"], ["flip", "ood"]) == ["ood", "flip"]
+    assert ms.frontier_kinds(["ood", "rare"], ["flip"]) == ["ood"]           # flip absent: ood
+    p = ms.plan(["flip", "ood", "rare"], [bn, gn, nobn], [bn, nobn], ["flip"])
+    assert p == {"flip": [bn, gn, nobn], "ood": [bn, nobn], "rare": [bn, nobn]}
+
+
+def test_05_lira_frontier_shadows_must_be_zero_or_an_even_number_of_at_least_four():
+    from bnpaper import params
+    nb, d = "05_mitigation", params.defaults("05_mitigation")
+    assert params.validate(nb, {**d, "lira_frontier_shadows": 0})["lira_frontier_shadows"] == 0
+    for bad in (2, 5):
+        with pytest.raises(ConfigError, match=f"lira_frontier_shadows={bad} is not allowed; allowed: 0"):
+            params.validate(nb, {**d, "lira_frontier_shadows": bad})
+    with pytest.raises(ConfigError, match="frontier_corruption"):
+        params.validate(nb, {**d, "frontier_corruption": ["rare"]})
+
+
+def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_accuracy(monkeypatch):
+    """Fake pools on one keep matrix: BN leaks most, each lambda less, at falling accuracy; the
+    frontier holds per target the AUC and the accuracy; an alternative as accurate as BN but as
+    leaky is worse than the regularizer, the rows are over the targets."""
+    from bnpaper import shadow, units
+    keep = shadow.keep_matrix(8, 300, seed=0)
+    noise = np.random.default_rng(0).normal(size=(8, 300, 1))
+    leak = {"bn": 3.0, "bn+pen(l=0.01,t=1)": 1.0, "bn+pen(l=0.1,t=1)": 0.0, "gn": 3.0, "bn+proj(t=1)": 1.0}
+    acc = {"bn": 0.80, "bn+pen(l=0.01,t=1)": 0.79, "bn+pen(l=0.1,t=1)": 0.70, "gn": 0.80, "bn+proj(t=1)": 0.79}
+    seen = []
+
+    def fake(ds, p, mix, seed, norm, mitigation, weight_decay):
+        name = ms.Variant(norm, mitigation, weight_decay).name
+        seen.append((name, p["n_shadows"], mix, seed))
+        return _pool(keep, noise + leak[name] * keep[..., None], [acc[name]] * 8)
+
+    monkeypatch.setattr(units, "lira_pool", fake)
+    p03 = {"n_shadows": 16, "outlier_frac": [0.0, 0.05], "seeds": [3], "sigma_floor": 1e-3}
+    bn, gn, chosen = ms.Variant("bn"), ms.Variant("gn"), ms.Variant("bn", MC("projection", tau=1.0))
+    pts = [ms.Variant("bn", MC("penalty", lam, 1.0)) for lam in (0.01, 0.1)]
+    lf = ms.lira_frontier(None, p03, "online_fixed", 8, bn, pts, [gn], chosen)
+    assert {s[1:] for s in seen} == {(8, 0.05, 3)} and len(seen) == 5     # every family once, 8 shadows
+    assert lf["front"]["acc"].shape == lf["front"]["mem"].shape == (8, 3)
+    auc = lf["front"]["mem"].mean(0)
+    assert auc[0] > auc[1] > auc[2] and auc[2] < 0.55            # no leak: no better than chance
+    np.testing.assert_allclose(lf["chosen"][0], 0.79)
+    c = lf["cmp"]["gn"]                     # gn is as accurate as BN: the regularizer meets it at BN
+    np.testing.assert_allclose(c["reg_acc"], 0.80) and np.testing.assert_allclose(c["gap"], 0.0)
+    rows = ms.lira_frontier_rows(lf, "online_fixed", dataset="fashion_mnist")
+    assert [r["id"] for r in rows] == ["05.frontier.lira"] and rows[0]["n"] == 8
+    assert "95% t interval over 8 targets" in rows[0]["unit"] and abs(rows[0]["measured"]) < 1e-9
