@@ -56,26 +56,25 @@ def acc_tolerance(section: str) -> float:
     return float(_load()["settings"]["acc_tolerance"][section])
 
 
-def learned_floor(dataset: str) -> float | None:
-    """The clean test accuracy below which a model of `dataset` counts as near chance: chance
-    (1/classes) plus `settings.min_learned` of the way to 1. None for a dataset not known to
-    `bnpaper.data.DATASETS` (no floor is applied)."""
+def chance_level(dataset: Any) -> float | None:
+    """1/classes of `dataset` (a name in `bnpaper.data.DATASETS`); None if it is not known."""
     from .data import DATASETS
-    spec = DATASETS.get(dataset)
-    if spec is None:
-        return None
-    chance = 1.0 / spec.n_classes
-    return chance + float(_load()["settings"]["min_learned"]) * (1.0 - chance)
+    spec = DATASETS.get(dataset) if isinstance(dataset, str) else None
+    return None if spec is None else 1.0 / spec.n_classes
 
 
-def near_chance(accuracies: Any, dataset: Any) -> dict[str, float]:
-    """The compared models (`accuracies` {name: clean test accuracy}) that are near chance on
-    `dataset` (`learned_floor`): {name: accuracy}; empty if every model learned or nothing is known."""
-    floor = learned_floor(dataset) if isinstance(dataset, str) else None
-    if floor is None or not isinstance(accuracies, dict):
-        return {}
-    return {n: float(a) for n, a in accuracies.items()
-            if isinstance(a, (int, float)) and math.isfinite(a) and a < floor}
+def near_chance(accuracies: Any, dataset: Any, compared: Any = ("bn", "none")) -> tuple[dict[str, float], float]:
+    """The compared models (the keys `compared` of `accuracies` {name: clean test accuracy}) that
+    did not learn: whose accuracy above chance (1/classes) is less than `settings.min_learned` of
+    the most accurate compared model's. Returns ({name: accuracy}, that floor); ({}, nan) if the
+    dataset is not known or fewer than two compared models are given."""
+    chance = chance_level(dataset)
+    acc = {n: float(accuracies[n]) for n in compared
+           if isinstance(accuracies, dict) and isinstance(accuracies.get(n), (int, float))}
+    if chance is None or len(acc) < 2:
+        return {}, math.nan
+    floor = chance + _min_learned() * (max(acc.values()) - chance)
+    return {n: a for n, a in acc.items() if a < floor}, floor
 
 
 def lira_claim_id(mix: float, group: str) -> str:
@@ -127,13 +126,19 @@ def magnitude(c: dict, est: Estimate) -> str:
     return f"within the paper's {paper}"
 
 
+def _min_learned() -> float:
+    return float(_load()["settings"]["min_learned"])
+
+
 def judge(claim_id: str, est: Estimate, section: str | None = None,
-          acc_gap: float | None = None, **fields: Any) -> dict:
+          acc_gap: float | None = None, compared: tuple[str, ...] = ("bn", "none"), **fields: Any) -> dict:
     """One verdict row. `acc_gap`: for a 'bn_vs_other' claim, BN's clean test accuracy minus the
     other model's; for a 'cost' claim, the accuracy the mitigation costs (baseline minus
     mitigated); for a 'reach' claim (a comparison at equal accuracy), the compared model's
     accuracy minus the regularizer's at the point read (either sign beyond the tolerance makes
-    the row inconclusive: the two were not compared at equal accuracy). `fields` (unit, clean_test_acc, dataset, ...) are copied into the row; string
+    the row inconclusive: the two were not compared at equal accuracy). `compared`: the models of
+    `clean_test_acc` a 'bn_vs_other' row compares (default BN and no-BN; a control row names its
+    control): if one of them did not learn (`near_chance`), the row is inconclusive. `fields` (unit, clean_test_acc, dataset, ...) are copied into the row; string
     fields of the claim are formatted with them (e.g. {mix}, {arch})."""
     c = claim(claim_id)
     section = section or claim_id.split(".")[0]
@@ -148,12 +153,14 @@ def judge(claim_id: str, est: Estimate, section: str | None = None,
         what = ("the regularizer never reaches the compared model's clean accuracy: short by"
                 if acc_gap > 0 else "the compared model is less accurate than every regularizer setting, by")
         note = "; ".join(x for x in (note, f"{what} {abs(acc_gap):.3f} > {tol:g}") if x)
-    elif conf == "bn_vs_other" and (low := near_chance(fields.get("clean_test_acc"), fields.get("dataset"))):
+    elif conf == "bn_vs_other" and (low := near_chance(fields.get("clean_test_acc"), fields.get("dataset"),
+                                                       compared))[0]:
         # a model that did not learn carries no evidence either way, whichever way the test went
         verdict = "inconclusive"
-        names = ", ".join(f"{n} {a:.3f}" for n, a in low.items())
-        note = "; ".join(x for x in (note, f"near chance ({names} < {learned_floor(fields['dataset']):.3f}): "
-                                     "a model that did not learn carries no evidence") if x)
+        names = ", ".join(f"{n} {a:.3f}" for n, a in low[0].items())
+        note = "; ".join(x for x in (note, f"did not learn ({names}: less than {_min_learned():g} of the best "
+                                     f"compared model's accuracy above chance, floor {low[1]:.3f}); "
+                                     "it carries no evidence either way") if x)
     elif conf and conf != "reach" and verdict == "reproduced" and acc_gap is not None:
         tol = acc_tolerance(section)
         if acc_gap > tol:

@@ -135,7 +135,8 @@ def control_rows(scores: dict, pools: dict, groups, mixes: Sequence[float], seed
         for (mix, g), e in d.items():
             if g == "inliers":
                 continue
-            rows.append(judge(f"03.control.{ctrl}", e, acc_gap=acc[mix][ctrl] - acc[mix]["none"], mix=f"{mix:.0%}",
+            rows.append(judge(f"03.control.{ctrl}", e, acc_gap=acc[mix][ctrl] - acc[mix]["none"], compared=(ctrl, "none"),
+                              mix=f"{mix:.0%}",
                               subgroup=g, case=f"{mix:.0%} mix, {'all examples' if g == 'all' else g}",
                               unit=f"AUC points, {label(ctrl)} minus no-BN (online LiRA)",
                               clean_test_acc={n: acc[mix][n] for n in (ctrl, "none")},

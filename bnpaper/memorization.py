@@ -171,7 +171,7 @@ def verdict_rows(R: Runs, corruptions: Sequence[str], norms: Sequence[str], leve
             clean_level=f"{level:.0%}", **kw))
         for ctrl in (n for n in CONTROLS if n in norms):
             rows.append(claims.judge(f"01.control.{ctrl}", paired(R.mem(corr, ctrl)[:, -1], R.mem(corr, "none")[:, -1]),
-                                     acc_gap=acc[ctrl] - acc["none"],
+                                     acc_gap=acc[ctrl] - acc["none"], compared=(ctrl, "none"),
                                      unit=f"{NAME[ctrl]} minus no-BN, final {what}", **kw))
     return rows
 

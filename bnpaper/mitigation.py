@@ -226,11 +226,12 @@ class MitigationConfig:
             return {"method": "gamma_decay", "lam": self.lam}
         return {"method": "penalty", "lam": self.lam, "tau": self.tau}
 
-    def hooks(self) -> tuple[GammaSigmaRegularizer | GammaDecay | None,
-                             GammaSigmaProjection | None]:
-        """(regularizer, after_step) for `bnpaper.train.fit`; remove the regularizer after use."""
+    def hooks(self, model: nn.Module | None = None) -> tuple[GammaSigmaRegularizer | GammaDecay | None,
+                                                         GammaSigmaProjection | None]:
+        """(regularizer, after_step) for `bnpaper.train.fit` (the penalty's hooks on `model`'s BN
+        layers, or, without a model, on every module built later); remove the regularizer after use."""
         if self.method == "penalty":
-            return GammaSigmaRegularizer(self.lam, self.tau), None
+            return GammaSigmaRegularizer(self.lam, self.tau, model=model), None
         if self.method == "gamma_decay":
             return GammaDecay(self.lam), None
         if self.method == "projection":

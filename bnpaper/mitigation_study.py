@@ -480,12 +480,18 @@ def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, bn: Variant, p
     """LiRA's frontier: notebook 03's pool (its largest outlier mix, first seed, 03's recipe and
     trainer) at `n_shadows` shadows, one balanced keep matrix for all, trained for BN, every
     `points` setting (the regularizer over lambda), every alternative and the chosen setting
-    (`units.lira_pool`: 03's own units where 03 trained them). Per pool and target: LiRA
+    (`units.lira_pool`; the keep matrix depends on the number of shadows, so these are 03's own
+    units only when `n_shadows` is 03's). Per pool and target: LiRA
     `variant`'s AUC on all examples and the target's clean test accuracy. The targets play the
     seeds' part of `frontier`: `front` (`mem` is the AUC, (targets, 1 + len(points))), `alts`
     (as `alternative_points`, without the early stop: its epoch is an oracle read per seed),
     `chosen` (acc, auc), `n_shadows`, `mix` and `cmp` (per alternative `at_equal_accuracy`)."""
     from . import mia, units
+    from .config import ConfigError
+    weak = [v.weight_decay for v in alternatives if v.weight_decay is not None and v.weight_decay <= p03["weight_decay"]]
+    if weak:
+        raise ConfigError(f"strong_weight_decays={weak!r} must exceed notebook 03's weight_decay="
+                          f"{p03['weight_decay']!r}: LiRA's frontier trains with 03's recipe")
     p = {**p03, "n_shadows": n_shadows}
     mix, seed = max(p["outlier_frac"]), p["seeds"][0]
 
@@ -508,17 +514,11 @@ def lira_frontier_rows(lf: Mapping, variant: str, **common) -> list[dict]:
     """The verdict rows `05.frontier.lira` of a `lira_frontier`: per alternative its LiRA AUC minus
     the regularizer's at its clean accuracy, t interval over the pool's targets."""
     return frontier_rows({"lira": lf["alts"]}, {"lira": lf["cmp"]}, range(lf["n_shadows"]), "05.frontier.lira",
-                         f"LiRA ({variant}) AUC on 03's pool at {lf['n_shadows']} shadows", "targets", **common)
+                         f"LiRA ({variant}) AUC on 03's pool at {lf['n_shadows']} shadows (the targets share "
+                         "one data draw and serve as each other's references)", "targets", **common)
 
 
 LIRA_COLORS = {"bn": "bn", "none": "none", "reg": "bn_reg"}   # pool name -> plots.COLORS key
-
-
-def lira_points(comparison: LiraComparison, labels: Mapping[str, str]) -> list[dict]:
-    """The points of `plots.lira_utility_panel`: per pool (`labels` {name: label}) the shadows'
-    clean test accuracy and the targets' AUC, means with 95% t intervals."""
-    return [_point(comparison.per_target[n]["test_acc"], comparison.per_target[n]["auc"], label=lab,
-                   color=LIRA_COLORS.get(n, n)) for n, lab in labels.items()]
 
 
 def example_groups(mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -608,7 +608,7 @@ def selection_table(scores: Mapping[str, dict], candidates: Sequence[Variant], c
 def frontier_table(fronts: Mapping[str, Mapping], alts: Mapping[str, Mapping],
                    comparisons: Mapping[str, Mapping], measure: str = "memorization") -> str:
     """Per corruption: every frontier point and every alternative with clean test accuracy and
-    memorization (mean [95% t interval] over seeds); for an alternative also the regularizer's
+    memorization (or `measure`: LiRA's frontier, over its targets) (mean [95% t interval] over seeds); for an alternative also the regularizer's
     memorization at its accuracy, the difference (alternative minus regularizer) and the
     accuracy the regularizer lacks there."""
     rows = []

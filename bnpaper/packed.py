@@ -156,7 +156,7 @@ def fit_packed(split: Split, members: list[torch.Tensor], cfgs: list[TrainConfig
     xs = normalize(split.x, split.mean, split.std, device)
     ys = split.y.to(device)
     idx_sets = [torch.as_tensor(m, device=device) for m in members]
-    reg, proj = mitigation.hooks()
+    reg, proj = mitigation.hooks(model)   # hooks on this model only (other threads' models unseen)
     try:
         steps = max(1, n // base.batch_size)
         total = steps * base.epochs

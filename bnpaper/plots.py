@@ -737,13 +737,13 @@ def _clip_to_unit(ax: plt.Axes) -> None:
 def frontier_panel(ax: plt.Axes, front: Sequence[dict], alternatives: Sequence[dict],
                    chosen: dict | None, title: str,
                    ylabel: str = "memorization\n(accuracy on the corrupted labels)",
-                   over: str = "seeds") -> None:
+                   over: str = "seeds", chance: float | None = None) -> None:
     """Notebook 05's frontier: clean test accuracy (x) against memorization (y), lower at equal
     accuracy is better. `front`: the regularizer's points in order of strength, BN first, each
     {"x": Estimate, "y": Estimate, "label"} (mean and 95% interval over seeds), joined by a line
     and annotated with their setting; `alternatives`: {"x", "y", "label", "color": a COLORS key}
     points, one marker each; `chosen`: the pre-registered setting (a star). Legend below.
-    LiRA's frontier: `ylabel` the AUC, `over` the targets (in place of seeds); chance dotted."""
+    LiRA's frontier: `ylabel` the AUC, `over` the targets (in place of seeds), `chance` 0.5 dotted."""
     xs, ys = [p["x"].value for p in front], [p["y"].value for p in front]
     ax.plot(xs, ys, color=color("bn_reg"), lw=1.2, zorder=2,
             label=r"BN + regularizer over $\lambda$ (BN at $\lambda$ = 0)")
@@ -756,26 +756,12 @@ def frontier_panel(ax: plt.Axes, front: Sequence[dict], alternatives: Sequence[d
     if chosen is not None:
         _errorbar_point(ax, chosen, "k", "*", 140, chosen["label"], zorder=5, facecolors="none",
                         linewidths=1.2)
-    if "AUC" in ylabel:
-        ax.axhline(0.5, color="grey", lw=0.8, ls=":", label="chance (AUC 0.5)")
+    if chance is not None:
+        ax.axhline(chance, color="grey", lw=0.8, ls=":", label=f"chance ({chance:g})")
     ax.margins(0.12)
     _clip_to_unit(ax)
     ax.set(title=title, xlabel=f"clean test accuracy (mean over {over}; bars: 95% t interval)", ylabel=ylabel)
     legend_below(ax, ncol=2)
-
-
-def lira_utility_panel(ax: plt.Axes, points: Sequence[dict], title: str) -> None:
-    """LiRA beside utility: per model family {"x": Estimate (clean test accuracy), "y": Estimate
-    (AUC), "label", "color": a COLORS key}, means over the shadow models with 95% t intervals;
-    chance AUC dotted."""
-    for j, p in enumerate(points):
-        _errorbar_point(ax, p, color(p["color"]), "os^D"[j % 4], 40, p["label"])
-    ax.axhline(0.5, color="grey", lw=0.8, ls=":", label="chance (AUC 0.5)")
-    ax.margins(0.2)
-    _clip_to_unit(ax)
-    ax.set(title=title, xlabel="clean test accuracy (mean over shadow models)",
-           ylabel="LiRA AUC (mean over targets)")
-    legend_below(ax, ncol=1)
 
 
 # ---------------------------------------------------------------- 04 theory: trained networks over seeds

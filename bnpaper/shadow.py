@@ -227,7 +227,7 @@ def _unit_config(cfg: TrainConfig, rows: np.ndarray, trainer: str,
             "keep": hashlib.sha256(np.asarray(rows, np.int64).tobytes()).hexdigest()}
 
 
-def _trainer(trainer: str, arch: str, pack_size: int, mitigation: MitigationConfig) -> str:
+def _trainer(trainer: str, arch: str, pack_size: int) -> str:
     """The trainer "auto" stands for: packed LeNets (with or without a regularizer), plain otherwise."""
     check_choice("trainer", trainer, TRAINERS)
     if trainer == "auto":
@@ -244,13 +244,13 @@ def run_shadows(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0
                 mitigation: MitigationConfig = MitigationConfig()) -> ShadowPool:
     """Train (or load) the M = len(keep) shadows of `split` and return their scores.
 
-    trainer "auto" packs LeNets (`pack_size` per unit) and trains other archs, and every
-    shadow with a `mitigation` (the gamma/sigma regularizer), one by one.
+    trainer "auto" packs LeNets (`pack_size` per unit), with or without a `mitigation` (the
+    gamma/sigma regularizer), and trains other archs one by one.
     bn_query_mode "train-batch" recomputes the queries from the stored weights."""
     from tqdm.auto import tqdm
 
     check_choice("bn_query_mode", bn_query_mode, QUERY_MODES)
-    trainer = _trainer(trainer, base.arch, pack_size, mitigation)
+    trainer = _trainer(trainer, base.arch, pack_size)
     store = store or Store()
     fp = split.fingerprint()
     cfgs = shadow_configs(base, len(keep), seed)
@@ -309,7 +309,7 @@ def n_cached(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0,
              trainer: str = "auto", pack_size: int = 8, store: Store | None = None,
              mitigation: MitigationConfig = MitigationConfig()) -> int:
     """How many shadows of this pool are already in the store."""
-    trainer = _trainer(trainer, base.arch, pack_size, mitigation)
+    trainer = _trainer(trainer, base.arch, pack_size)
     store = store or Store()
     fp = split.fingerprint()
     cfgs = shadow_configs(base, len(keep), seed)

@@ -147,9 +147,9 @@ display(Markdown(ms.judged_table(runs, corruption, seeds, [BN, CHOSEN, NOBN])))
 # ## 3. LiRA on notebook 03's pools
 # 03's pool at its largest outlier mix, from 03's resolved parameters: the BN and no-BN shadows are the
 # cache units 03 trained; the chosen setting's pool is the same pool (keep matrix, seeds, batches) with
-# the regularizer. Leave-one-out targets. **LiRA's frontier**: the same pool at `lira_frontier_shadows`
-# shadows for BN, every lambda and every alternative but the early stop (an oracle epoch per seed);
-# its targets play the seeds' part in Figure 2's comparison at equal accuracy.
+# the regularizer. Leave-one-out targets. **LiRA's frontier**: the same examples and recipe with
+# `lira_frontier_shadows` shadows (a keep matrix of its own) for BN, every lambda and every alternative
+# but the early stop (an oracle epoch per seed); its targets play the seeds' part in Figure 2.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -191,7 +191,7 @@ for ax, c in zip(axes, FK):
 if lf:
     plots.frontier_panel(axes[-1], *ms.frontier_points(lf["front"], lf["alts"], *lf["chosen"], CHOSEN.label),
                          f"LiRA ({lira_variant}) on 03's pool: {what},\n{lira_frontier_shadows} shadows per family",
-                         ylabel="LiRA AUC (mean over targets)", over="targets")
+                         ylabel="LiRA AUC (mean over targets)", over="targets", chance=0.5)
 fig.tight_layout()
 run.figure(fig, "frontier")
 display(Markdown(ms.frontier_table(fronts, alts, cmp) + (

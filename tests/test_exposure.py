@@ -249,13 +249,13 @@ def test_every_budget_sweeps_8x_and_an_empty_sweep_is_allowed():
 
 def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
     """05 compares the regularizer with 03's very pools: its largest mix, first seed, 03's trainer
-    for BN and no-BN, the same BN recipe trained plain with the regularizer."""
+    for BN and no-BN, the same BN recipe and trainer with the regularizer."""
     from bnpaper import mitigation_study as ms
     calls = []
     monkeypatch.setattr(units, "lira_pool", lambda ds, p, mix, s, norm, **kw: calls.append((mix, s, norm, kw)) or norm)
     ds, mit = _dataset(), MitigationConfig("penalty", 0.1, 1.0)
     pools, mask, mix = ms.lira_pools(ds, {**P03, "outlier_frac": [0.0, 0.05, 0.1], "seeds": [4, 5]}, mit)
     assert calls == [(0.1, 4, "bn", {}), (0.1, 4, "none", {}),
-                     (0.1, 4, "bn", {"mitigation": mit, "trainer": "plain"})]
+                     (0.1, 4, "bn", {"mitigation": mit})]
     assert pools == {"bn": "bn", "none": "none", "reg": "bn"} and mix == 0.1
     assert np.array_equal(mask, units.lira_split(ds, P03, 0.1, 4).mask.numpy()) and mask.sum() == 3
