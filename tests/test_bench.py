@@ -27,7 +27,7 @@ def test_the_runner_runs_the_named_scripts_each_with_its_own_defaults(monkeypatc
     assert sys.argv == before
     seen.clear()
     bench.main([])
-    assert [p.rsplit("/", 1)[1] for p, _ in seen] == ["bench_grads.py", "bench_train.py"]
+    assert [p.rsplit("/", 1)[1] for p, _ in seen] == ["bench_grads.py", "bench_pool.py", "bench_train.py"]
 
 
 def test_load_note_warns_only_when_other_processes_share_the_cores(monkeypatch):
@@ -91,3 +91,10 @@ def test_gpu_hours_counts_the_notebooks_models_and_backward_costs_twice_forward(
     assert (arch, n_img, epochs, n_eval) == (p["arch"], p["n_train"], p["epochs"], p["n_train"] + p["n_test"])
     tr, ev = gh.flops_per_sample("lenet", (1, 28, 28), 10)
     assert 2.0 < tr / ev <= 3.0  # backward: two matmuls per forward one, minus the input's gradient
+
+
+def test_the_pool_bench_times_all_three_trainers_on_the_same_shadows():
+    bp = _script("bench_pool")
+    sec = bp.measure(members=2, rows=64, epochs=1, rounds=1)
+    assert set(sec) == {"one at a time, penalty", "packed, penalty", "packed, no penalty"}
+    assert all(0 < s < math.inf for s in sec.values())
