@@ -487,11 +487,6 @@ def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, bn: Variant, p
     (as `alternative_points`, without the early stop: its epoch is an oracle read per seed),
     `chosen` (acc, auc), `n_shadows`, `mix` and `cmp` (per alternative `at_equal_accuracy`)."""
     from . import mia, units
-    from .config import ConfigError
-    weak = [v.weight_decay for v in alternatives if v.weight_decay is not None and v.weight_decay <= p03["weight_decay"]]
-    if weak:
-        raise ConfigError(f"strong_weight_decays={weak!r} must exceed notebook 03's weight_decay="
-                          f"{p03['weight_decay']!r}: LiRA's frontier trains with 03's recipe")
     p = {**p03, "n_shadows": n_shadows}
     mix, seed = max(p["outlier_frac"]), p["seeds"][0]
 

@@ -283,6 +283,11 @@ def _cross_05(p: dict) -> None:
     weak = [w for w in p["strong_weight_decays"] if w <= p["weight_decay"]]
     _need(not weak, f"strong_weight_decays={p['strong_weight_decays']!r} must all exceed "
           f"weight_decay={p['weight_decay']!r}; not stronger: {weak}")
+    if p["lira"] and m:  # LiRA's frontier trains with notebook 03's recipe: stronger than 03's too
+        wd03 = resolve("03_lira", {"dataset": p["dataset"], "budget": p["budget"]}).values["weight_decay"]
+        weak = [w for w in p["strong_weight_decays"] if w <= wd03]
+        _need(not weak, f"strong_weight_decays={p['strong_weight_decays']!r} must all exceed notebook 03's "
+              f"weight_decay={wd03!r} (LiRA's frontier trains with 03's recipe); not stronger: {weak}")
     size = DATASET_SIZES.get(p["dataset"])
     _need(size is None or p["n_train"] + p["n_val"] <= size,
           f"n_val={p['n_val']} is out of range; allowed: an integer in [1, {size} - n_train = "

@@ -800,6 +800,12 @@ def test_05_lira_frontier_shadows_must_be_zero_or_an_even_number_of_at_least_fou
             params.validate(nb, {**d, "lira_frontier_shadows": bad})
     with pytest.raises(ConfigError, match="frontier_corruption"):
         params.validate(nb, {**d, "frontier_corruption": ["rare"]})
+    # LiRA's frontier trains with 03's recipe: a "stronger" decay must beat 03's too, before any training
+    assert params.resolve("03_lira").values["weight_decay"] == 5e-4
+    with pytest.raises(ConfigError, match=r"must all exceed notebook 03's weight_decay=0.0005 .*not stronger: \[0.0001\]"):
+        params.validate(nb, {**d, "weight_decay": 5e-5, "strong_weight_decays": [1e-4]})
+    assert params.validate(nb, {**d, "weight_decay": 5e-5, "strong_weight_decays": [1e-4],
+                                "lira_frontier_shadows": 0})["strong_weight_decays"] == [1e-4]
 
 
 def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_accuracy(monkeypatch):
