@@ -19,6 +19,7 @@ training step — a count that does not depend on the machine:
 "auto" must be the fastest exact method of each architecture (`grads.AUTO_BATCH`, whose comment
 records the measurement it came from). Targets: no-BN and "eval" within 2x of a training step.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,6 +49,7 @@ def _step(model, x, y):
         opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
         opt.step()
+
     return run
 
 
@@ -59,6 +61,7 @@ def _naive(model, x, y, mode):
             model.zero_grad(set_to_none=True)
             terms[i].backward(retain_graph=True)
             sum(float(p.grad.pow(2).sum()) for p in model.parameters() if p.grad is not None)
+
     return run
 
 
@@ -75,37 +78,64 @@ def _opacus(model, x, y):
         for p in gsm.parameters():
             p.grad_sample = None
         F.cross_entropy(gsm(x), y, reduction="sum").backward()
-        sum(p.grad_sample.reshape(len(x), -1).pow(2).sum(1) for p in gsm.parameters()
-            if p.requires_grad).sqrt()
+        sum(
+            p.grad_sample.reshape(len(x), -1).pow(2).sum(1)
+            for p in gsm.parameters()
+            if p.requires_grad
+        ).sqrt()
+
     return run
 
 
 def _cases_lenet(model, x, y, norm, arch):
     cases = [("eval", "bnpaper hooks", lambda: grads.per_sample_grad_norms(model, x, y, "eval"))]
     if norm == "none":
-        cases += [("eval", "torch.func vmap(grad) [anchor]", lambda: grads.per_sample_grad_norms(
-            model, x, y, "eval", method="func"))]
+        cases += [
+            (
+                "eval",
+                "torch.func vmap(grad) [anchor]",
+                lambda: grads.per_sample_grad_norms(model, x, y, "eval", method="func"),
+            )
+        ]
         opacus = _opacus(build_model(arch, norm, 1, 10, 28), x, y)
         if opacus is not None:
             cases += [("eval", "Opacus GradSampleModule [anchor]", opacus)]
         else:
             print("Opacus is not installed: its anchor is skipped (pip install opacus)")
         return cases + [("eval", "naive loop [anchor]", _naive(model, x, y, "eval"))]
-    return cases + [("eval", "naive loop [anchor]", _naive(model, x, y, "eval"))] + _batch_cases(
-        model, x, y, ("mixed", "exact", "loop")) + [
-        ("batch_fixed", "bnpaper hooks (approximates batch)",
-         lambda: grads.per_sample_grad_norms(model, x, y, "batch_fixed"))]
+    return (
+        cases
+        + [("eval", "naive loop [anchor]", _naive(model, x, y, "eval"))]
+        + _batch_cases(model, x, y, ("mixed", "exact", "loop"))
+        + [
+            (
+                "batch_fixed",
+                "bnpaper hooks (approximates batch)",
+                lambda: grads.per_sample_grad_norms(model, x, y, "batch_fixed"),
+            )
+        ]
+    )
 
 
 def _batch_cases(model, x, y, methods):
     """The "batch" rows: bnpaper auto, each of `methods` (the one auto picks is marked), the
     naive loop."""
     picked = grads.auto_method(model, "batch")
-    rows = [("batch", f"bnpaper auto (= {picked})",
-             lambda: grads.per_sample_grad_norms(model, x, y, "batch"))]
+    rows = [
+        (
+            "batch",
+            f"bnpaper auto (= {picked})",
+            lambda: grads.per_sample_grad_norms(model, x, y, "batch"),
+        )
+    ]
     for m in methods:
-        rows.append(("batch", f"bnpaper {m}" + (" <- auto" if m == picked else ""),
-                     lambda m=m: grads.per_sample_grad_norms(model, x, y, "batch", method=m)))
+        rows.append(
+            (
+                "batch",
+                f"bnpaper {m}" + (" <- auto" if m == picked else ""),
+                lambda m=m: grads.per_sample_grad_norms(model, x, y, "batch", method=m),
+            )
+        )
     return rows + [("batch", "naive loop [anchor]", _naive(model, x, y, "batch"))]
 
 
@@ -125,13 +155,15 @@ def _table(arch, norms, batch, repeats, cases_of):
             exact = grads.per_sample_grad_norms(model, x, y, "batch").total
             fixed = grads.per_sample_grad_norms(model, x, y, "batch_fixed").total
             rel = ((fixed - exact).abs() / exact).double()
-    best = [float("inf")] * len(cases)   # (counting the FLOPs was each case's warm-up)
+    best = [float("inf")] * len(cases)  # (counting the FLOPs was each case's warm-up)
     for _ in range(repeats):
         for i, (_, _, f, _) in enumerate(cases):
             t = time.perf_counter()
             f()
             best[i] = min(best[i], time.perf_counter() - t)
-    print(f"\n{arch}, batch {batch}, {torch.get_num_threads()} threads, best of {repeats} interleaved rounds")
+    print(
+        f"\n{arch}, batch {batch}, {torch.get_num_threads()} threads, best of {repeats} interleaved rounds"
+    )
     print(f"{'model':6s} {'method':48s} {'s/batch':>9s} {'x step':>8s} {'FLOPs x step':>13s}")
     step = fl_step = None
     for (norm, name, _, fl), t in zip(cases, best):
@@ -139,8 +171,10 @@ def _table(arch, norms, batch, repeats, cases_of):
             step, fl_step = t, fl
         print(f"{norm:6s} {name:48s} {t:9.4f} {t / step:8.1f} {fl / fl_step:13.1f}")
     if rel is not None:
-        print(f"batch_fixed vs exact batch norms, this batch (random inputs, initial weights): "
-              f"relative error median {rel.median():.2e}, max {rel.max():.2e}")
+        print(
+            f"batch_fixed vs exact batch norms, this batch (random inputs, initial weights): "
+            f"relative error median {rel.median():.2e}, max {rel.max():.2e}"
+        )
 
 
 def main() -> None:
@@ -155,12 +189,30 @@ def main() -> None:
     load0 = os.getloadavg()[0]
     for arch in a.archs:
         if arch == "lenet":
-            _table(arch, ("none", "bn"), a.batch, a.repeats,
-                   lambda m, x, y, norm: _cases_lenet(m, x, y, norm, arch))
+            _table(
+                arch,
+                ("none", "bn"),
+                a.batch,
+                a.repeats,
+                lambda m, x, y, norm: _cases_lenet(m, x, y, norm, arch),
+            )
         else:
-            _table(arch, ("bn",), a.deep_batch, a.repeats, lambda m, x, y, norm: [
-                ("eval", "bnpaper hooks", lambda: grads.per_sample_grad_norms(m, x, y, "eval"))]
-                + _batch_cases(m, x, y, ("exact", "loop")))
+            _table(
+                arch,
+                ("bn",),
+                a.deep_batch,
+                a.repeats,
+                lambda m, x, y, norm: (
+                    [
+                        (
+                            "eval",
+                            "bnpaper hooks",
+                            lambda: grads.per_sample_grad_norms(m, x, y, "eval"),
+                        )
+                    ]
+                    + _batch_cases(m, x, y, ("exact", "loop"))
+                ),
+            )
     print(load_note(load0, a.threads))
 
 

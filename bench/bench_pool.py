@@ -11,6 +11,7 @@ training includes `train.fit`'s per-epoch evaluation, as the plain shadow traine
 packed trainer evaluates nothing. Variants alternate round by round and each keeps its best
 round, so load from other processes hits them alike.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,28 +33,39 @@ def synthetic_split(n: int, seed: int = 0) -> data.Split:
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(0, 256, (n, 1, 28, 28), generator=g, dtype=torch.uint8)
     y = torch.randint(0, 10, (n,), generator=g)
-    return data.Split(x, y, y.clone(), torch.zeros(n, dtype=torch.bool), x[:256], y[:256], 10,
-                      (0.5,), (0.3,))
+    return data.Split(
+        x, y, y.clone(), torch.zeros(n, dtype=torch.bool), x[:256], y[:256], 10, (0.5,), (0.3,)
+    )
 
 
 def variants(split: data.Split, members: int, rows: int, epochs: int) -> dict:
     """The three ways to train `members` shadows of `rows` rows each: name -> a callable."""
-    cfgs = [TrainConfig(arch="lenet", norm="bn", epochs=epochs, batch_size=64, lr=0.05, seed=i)
-            for i in range(members)]
-    idx = [torch.randperm(len(split.x), generator=torch.Generator().manual_seed(i))[:rows]
-           for i in range(members)]
+    cfgs = [
+        TrainConfig(arch="lenet", norm="bn", epochs=epochs, batch_size=64, lr=0.05, seed=i)
+        for i in range(members)
+    ]
+    idx = [
+        torch.randperm(len(split.x), generator=torch.Generator().manual_seed(i))[:rows]
+        for i in range(members)
+    ]
 
     def one_at_a_time():
         for cfg, r in zip(cfgs, idx):
-            sub = replace(split, x=split.x[r], y=split.y[r], y_true=split.y_true[r], mask=split.mask[r])
+            sub = replace(
+                split, x=split.x[r], y=split.y[r], y_true=split.y_true[r], mask=split.mask[r]
+            )
             fit_mitigated(sub, cfg, PENALTY, progress=False)
 
-    return {"one at a time, penalty": one_at_a_time,
-            "packed, penalty": lambda: packed.fit_packed(split, idx, cfgs, mitigation=PENALTY),
-            "packed, no penalty": lambda: packed.fit_packed(split, idx, cfgs)}
+    return {
+        "one at a time, penalty": one_at_a_time,
+        "packed, penalty": lambda: packed.fit_packed(split, idx, cfgs, mitigation=PENALTY),
+        "packed, no penalty": lambda: packed.fit_packed(split, idx, cfgs),
+    }
 
 
-def measure(members: int = 8, rows: int = 1000, epochs: int = 2, rounds: int = 2) -> dict[str, float]:
+def measure(
+    members: int = 8, rows: int = 1000, epochs: int = 2, rounds: int = 2
+) -> dict[str, float]:
     """Best-of-`rounds` seconds of each variant, rounds interleaved."""
     runs = variants(synthetic_split(2 * rows), members, rows, epochs)
     best = {name: float("inf") for name in runs}
@@ -77,14 +89,20 @@ def main() -> None:
     load0 = os.getloadavg()[0]
     sec = measure(a.members, a.rows, a.epochs, a.rounds)
     samples = a.members * (a.rows // 64) * 64 * a.epochs
-    print(f"{a.members} LeNet-5 shadows x {a.rows} rows x {a.epochs} epochs, batch 64, {a.threads} threads, "
-          f"best of {a.rounds} interleaved rounds")
+    print(
+        f"{a.members} LeNet-5 shadows x {a.rows} rows x {a.epochs} epochs, batch 64, {a.threads} threads, "
+        f"best of {a.rounds} interleaved rounds"
+    )
     for name, s in sec.items():
         print(f"{name:24s} {s:7.2f} s  {samples / s:8.0f} training samples/s")
-    print(f"packed vs one at a time, with the penalty: "
-          f"{sec['one at a time, penalty'] / sec['packed, penalty']:.2f}x faster")
-    print(f"the penalty's cost on the packed trainer: "
-          f"{sec['packed, penalty'] / sec['packed, no penalty']:.2f}x the time")
+    print(
+        f"packed vs one at a time, with the penalty: "
+        f"{sec['one at a time, penalty'] / sec['packed, penalty']:.2f}x faster"
+    )
+    print(
+        f"the penalty's cost on the packed trainer: "
+        f"{sec['packed, penalty'] / sec['packed, no penalty']:.2f}x the time"
+    )
     print(load_note(load0, a.threads))
 
 

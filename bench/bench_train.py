@@ -22,6 +22,7 @@ matrix product (2 n^3 FLOPs) over a few sizes, on the same threads, in this run.
 model are timed in interleaved rounds and each keeps its best round: load from other processes
 only slows a round down, and it hits the variants alike.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,7 +64,7 @@ class Trainer:
         n = 4 * batch
         self.x = torch.randn(self.members, n, 1, 28, 28)
         self.y = torch.randint(0, 10, (self.members, n))
-        if kind == "packed":   # K members initialized as train.fit would (as fit_packed does)
+        if kind == "packed":  # K members initialized as train.fit would (as fit_packed does)
             members = [build_model("lenet", "bn", 1, 10, 28).state_dict() for _ in range(k)]
             self.model = PackedLeNet(k, "bn", 1, 10, 28).load_members(members)
         else:
@@ -71,8 +72,9 @@ class Trainer:
         self.channels_last = layout.startswith("channels_last")
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9,
-                                   weight_decay=5e-4)
+        self.opt = torch.optim.SGD(
+            self.model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4
+        )
         self.net = torch.compile(self.model) if layout.endswith("compile") else self.model
         self.model.train()
         self.g = torch.Generator().manual_seed(seed)
@@ -125,6 +127,7 @@ def time_steps(tr: Trainer, steps: int) -> float:
 def fit_rows(threads: int) -> list[tuple[str, float, float]]:
     """`train.fit` end to end on a small real split: (name, samples/s, seconds)."""
     from bnpaper import data, train
+
     try:
         ds = data.load_dataset("fashion_mnist")
     except data.DatasetNotFoundError as e:  # the data is optional for the benchmark
@@ -135,22 +138,35 @@ def fit_rows(threads: int) -> list[tuple[str, float, float]]:
         split = data.make_split(ds, n, "flip", 0.1, 0, n_test=1000)
         cfg = train.TrainConfig(arch=arch, norm="bn", epochs=epochs, batch_size=128)
         sec = float("inf")
-        for _ in range(2):   # best of two
+        for _ in range(2):  # best of two
             t = time.perf_counter()
             train.fit(split, cfg, progress=False)
             sec = min(sec, time.perf_counter() - t)
         seen = (n // 128) * 128 * epochs
-        rows.append((f"{arch} train.fit, {n} samples x {epochs} epochs, n_test 1000, per-epoch evaluation "
-                     "included", seen / sec, sec))
+        rows.append(
+            (
+                f"{arch} train.fit, {n} samples x {epochs} epochs, n_test 1000, per-epoch evaluation "
+                "included",
+                seen / sec,
+                sec,
+            )
+        )
     return rows
 
 
 # (label, model kind, batch, steps per round as a multiple of --steps, variants)
-PLAN = (("LeNet-5 plain", "lenet", 128, 4, ("nchw", "channels_last", "nchw+compile")),
-        ("LeNet-5 plain", "lenet", 64, 4, ("nchw",)),
-        ("LeNet-5 packed K=8", "packed", 64, 1, ("nchw", "channels_last", "channels_last+compile")),
-        ("ResNet-20 plain", "resnet20", 128, 1 / 3, ("nchw", "channels_last", "nchw+compile",
-                                                    "channels_last+compile")))
+PLAN = (
+    ("LeNet-5 plain", "lenet", 128, 4, ("nchw", "channels_last", "nchw+compile")),
+    ("LeNet-5 plain", "lenet", 64, 4, ("nchw",)),
+    ("LeNet-5 packed K=8", "packed", 64, 1, ("nchw", "channels_last", "channels_last+compile")),
+    (
+        "ResNet-20 plain",
+        "resnet20",
+        128,
+        1 / 3,
+        ("nchw", "channels_last", "nchw+compile", "channels_last+compile"),
+    ),
+)
 
 
 def main() -> None:
@@ -160,8 +176,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-compile", dest="compile", action="store_false")
     ap.add_argument("--no-fit", dest="fit", action="store_false")
-    ap.add_argument("--only", nargs="*", default=["lenet", "packed", "resnet20"],
-                    choices=["lenet", "packed", "resnet20"])
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        default=["lenet", "packed", "resnet20"],
+        choices=["lenet", "packed", "resnet20"],
+    )
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     load0 = os.getloadavg()[0]
@@ -176,12 +196,12 @@ def main() -> None:
         for lay in variants:
             t = time.perf_counter()
             tr = Trainer(kind, lay, batch)
-            for _ in range(2):   # warm-up (and, compiled, the compile itself)
+            for _ in range(2):  # warm-up (and, compiled, the compile itself)
                 tr.step()
             trainers[lay] = (tr, time.perf_counter() - t)
         fl = trainers[variants[0]][0].flops()
         times = {lay: [] for lay in variants}
-        for _ in range(a.rounds):   # interleaved: load from other processes hits all variants
+        for _ in range(a.rounds):  # interleaved: load from other processes hits all variants
             for lay in variants:
                 times[lay].append(time_steps(trainers[lay][0], steps))
         base = min(times[variants[0]])
@@ -190,20 +210,40 @@ def main() -> None:
             sec = min(times[lay])
             gflops = fl / sec / 1e9
             rate[kind, batch, lay] = tr.samples / sec
-            rows.append((label, batch, lay, tr.samples, sec, tr.samples / sec, gflops, gflops / peak,
-                         base / sec, setup if lay.endswith("compile") else math.nan))
-    print(f"{a.threads} threads; sgemm peak {peak:.1f} GFLOP/s (float32, n={peak_n}, this run); "
-          f"each row the best of {a.rounds} interleaved rounds; GFLOP/s: matmul + conv FLOPs of "
-          "forward and backward")
-    print(f"{'trainer':19s} {'batch':>5s} {'variant':21s} {'samples/step':>12s} {'s/step':>8s} "
-          f"{'samples/s':>10s} {'GFLOP/s':>8s} {'of peak':>8s} {'x nchw':>7s} {'compile s':>9s}")
+            rows.append(
+                (
+                    label,
+                    batch,
+                    lay,
+                    tr.samples,
+                    sec,
+                    tr.samples / sec,
+                    gflops,
+                    gflops / peak,
+                    base / sec,
+                    setup if lay.endswith("compile") else math.nan,
+                )
+            )
+    print(
+        f"{a.threads} threads; sgemm peak {peak:.1f} GFLOP/s (float32, n={peak_n}, this run); "
+        f"each row the best of {a.rounds} interleaved rounds; GFLOP/s: matmul + conv FLOPs of "
+        "forward and backward"
+    )
+    print(
+        f"{'trainer':19s} {'batch':>5s} {'variant':21s} {'samples/step':>12s} {'s/step':>8s} "
+        f"{'samples/s':>10s} {'GFLOP/s':>8s} {'of peak':>8s} {'x nchw':>7s} {'compile s':>9s}"
+    )
     for label, batch, lay, n, sec, sps, gf, frac, speed, setup in rows:
-        print(f"{label:19s} {batch:5d} {lay:21s} {n:12d} {sec:8.4f} {sps:10.0f} {gf:8.2f} "
-              f"{frac:8.1%} {speed:7.2f} {'' if math.isnan(setup) else f'{setup:9.1f}'}")
+        print(
+            f"{label:19s} {batch:5d} {lay:21s} {n:12d} {sec:8.4f} {sps:10.0f} {gf:8.2f} "
+            f"{frac:8.1%} {speed:7.2f} {'' if math.isnan(setup) else f'{setup:9.1f}'}"
+        )
     if ("lenet", 64, "nchw") in rate and ("packed", 64, "channels_last") in rate:
-        print(f"packing (K=8, channels_last, as packed.fit_packed trains) vs one LeNet at a time, "
-              f"batch 64: {rate['packed', 64, 'channels_last'] / rate['lenet', 64, 'nchw']:.2f}x "
-              "samples/s")
+        print(
+            f"packing (K=8, channels_last, as packed.fit_packed trains) vs one LeNet at a time, "
+            f"batch 64: {rate['packed', 64, 'channels_last'] / rate['lenet', 64, 'nchw']:.2f}x "
+            "samples/s"
+        )
     if a.fit:
         for what, sps, sec in fit_rows(a.threads):
             print(f"{what}: {sps:.0f} samples/s ({sec:.1f} s, best of 2)")

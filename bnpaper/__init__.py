@@ -5,18 +5,63 @@ cached unit; `params` declares and resolves every notebook's parameters; `claims
 
 Every module is imported here, at import time, so that `store.SOURCE_HASH` (the source of the
 whole package, part of every cache key) describes the code this process runs."""
+
 from .config import ConfigError, seed_everything
 from .data import Dataset, Split, flip_labels, inject_ood, load_dataset, make_split
 from .models import ARCHS, NORMS, build_model
 from .train import TrainConfig, TrainResult, fit
 from .mitigation import GammaSigmaProjection, GammaSigmaRegularizer
-from . import (claims, exposure, grads, memorization, mia, mitigation,  # noqa: E402
-               mitigation_study, notebook, packed, params, probes, shadow, stats, store, theory,
-               units)
+from . import (
+    claims,
+    exposure,
+    grads,
+    memorization,
+    mia,
+    mitigation,  # noqa: E402
+    mitigation_study,
+    notebook,
+    packed,
+    params,
+    probes,
+    shadow,
+    stats,
+    store,
+    theory,
+    units,
+)
 
-__all__ = ["ConfigError", "seed_everything", "Dataset", "Split", "flip_labels", "inject_ood",
-           "load_dataset", "make_split", "ARCHS", "NORMS", "build_model", "TrainConfig",
-           "TrainResult", "fit", "GammaSigmaRegularizer", "GammaSigmaProjection", "claims",
-           "exposure", "grads", "memorization", "mia", "mitigation", "mitigation_study", "notebook", "packed", "params",
-           "probes", "shadow", "stats", "store", "theory", "units"]
+__all__ = [
+    "ConfigError",
+    "seed_everything",
+    "Dataset",
+    "Split",
+    "flip_labels",
+    "inject_ood",
+    "load_dataset",
+    "make_split",
+    "ARCHS",
+    "NORMS",
+    "build_model",
+    "TrainConfig",
+    "TrainResult",
+    "fit",
+    "GammaSigmaRegularizer",
+    "GammaSigmaProjection",
+    "claims",
+    "exposure",
+    "grads",
+    "memorization",
+    "mia",
+    "mitigation",
+    "mitigation_study",
+    "notebook",
+    "packed",
+    "params",
+    "probes",
+    "shadow",
+    "stats",
+    "store",
+    "theory",
+    "units",
+]
 __version__ = "0.2.0"

@@ -1,5 +1,6 @@
 """`python -m bnpaper.bench [name ...]`: run the benchmarks in bench/ one after another (never two
 at once on 2 cores). Each prints speed ratios measured within its own single run."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,11 @@ def load_note(load0: float, threads: int) -> str:
     """The machine's 1-minute load before and after: other processes on the cores slow
     multi-threaded small ops far more than big GEMMs, so a loaded run's ratios are suspect."""
     load1 = os.getloadavg()[0]
-    warn = (" -- other processes were running: absolute numbers are low and ratios noisy"
-            if max(load0, load1) > threads + 1.0 else "")
+    warn = (
+        " -- other processes were running: absolute numbers are low and ratios noisy"
+        if max(load0, load1) > threads + 1.0
+        else ""
+    )
     return f"load average {load0:.1f} at the start, {load1:.1f} at the end ({os.cpu_count()} cores){warn}"
 
 
@@ -27,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for s in scripts:
             print(f"== {s.name}", flush=True)
-            sys.argv = [str(s)]   # each script with its own defaults (the names are ours)
+            sys.argv = [str(s)]  # each script with its own defaults (the names are ours)
             runpy.run_path(str(s), run_name="__main__")
     finally:
         sys.argv = argv0

@@ -5,6 +5,7 @@ table: the verdict follows the claim's test, says how the magnitude compares wit
 where the paper gives one, and turns a "reproduced" into "inconclusive" when clean accuracy
 confounds it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -27,9 +28,15 @@ def _load(path: str = str(CLAIMS_FILE)) -> dict:
     doc = yaml.safe_load(Path(path).read_text())
     for cid, c in doc["claims"].items():
         if c.get("test") not in TESTS:
-            raise ConfigError(f"{path}: claim {cid} has test={c.get('test')!r}; allowed: {list(TESTS)}")
-        need = {"at_least": "threshold", "exact": "threshold", "within": "band",
-                "direction": "min_effect"}.get(c["test"])
+            raise ConfigError(
+                f"{path}: claim {cid} has test={c.get('test')!r}; allowed: {list(TESTS)}"
+            )
+        need = {
+            "at_least": "threshold",
+            "exact": "threshold",
+            "within": "band",
+            "direction": "min_effect",
+        }.get(c["test"])
         if need and need not in c:
             raise ConfigError(f"{path}: claim {cid} (test {c['test']}) needs {need!r}")
     return doc
@@ -59,18 +66,24 @@ def acc_tolerance(section: str) -> float:
 def chance_level(dataset: Any) -> float | None:
     """1/classes of `dataset` (a name in `bnpaper.data.DATASETS`); None if it is not known."""
     from .data import DATASETS
+
     spec = DATASETS.get(dataset) if isinstance(dataset, str) else None
     return None if spec is None else 1.0 / spec.n_classes
 
 
-def near_chance(accuracies: Any, dataset: Any, compared: Any = ("bn", "none")) -> tuple[dict[str, float], float]:
+def near_chance(
+    accuracies: Any, dataset: Any, compared: Any = ("bn", "none")
+) -> tuple[dict[str, float], float]:
     """The compared models (the keys `compared` of `accuracies` {name: clean test accuracy}) that
     did not learn: whose accuracy above chance (1/classes) is less than `settings.min_learned` of
     the most accurate compared model's. Returns ({name: accuracy}, that floor); ({}, nan) if the
     dataset is not known or fewer than two compared models are given."""
     chance = chance_level(dataset)
-    acc = {n: float(accuracies[n]) for n in compared
-           if isinstance(accuracies, dict) and isinstance(accuracies.get(n), (int, float))}
+    acc = {
+        n: float(accuracies[n])
+        for n in compared
+        if isinstance(accuracies, dict) and isinstance(accuracies.get(n), (int, float))
+    }
     if chance is None or len(acc) < 2:
         return {}, math.nan
     floor = chance + _min_learned() * (max(acc.values()) - chance)
@@ -83,8 +96,9 @@ def lira_claim_id(mix: float, group: str) -> str:
     if group != "all":
         return "03.auc.outliers"
     known = {0.0: "03.auc.mix0.all", 0.01: "03.auc.mix1.all", 0.05: "03.auc.mix5.all"}
-    return next((cid for m, cid in known.items() if math.isclose(mix, m, abs_tol=1e-9)),
-                "03.auc.other.all")
+    return next(
+        (cid for m, cid in known.items() if math.isclose(mix, m, abs_tol=1e-9)), "03.auc.other.all"
+    )
 
 
 def test_verdict(c: dict, est: Estimate) -> str:
@@ -130,8 +144,14 @@ def _min_learned() -> float:
     return float(_load()["settings"]["min_learned"])
 
 
-def judge(claim_id: str, est: Estimate, section: str | None = None,
-          acc_gap: float | None = None, compared: tuple[str, ...] = ("bn", "none"), **fields: Any) -> dict:
+def judge(
+    claim_id: str,
+    est: Estimate,
+    section: str | None = None,
+    acc_gap: float | None = None,
+    compared: tuple[str, ...] = ("bn", "none"),
+    **fields: Any,
+) -> dict:
     """One verdict row. `acc_gap`: for a 'bn_vs_other' claim, BN's clean test accuracy minus the
     other model's; for a 'cost' claim, the accuracy the mitigation costs (baseline minus
     mitigated); for a 'reach' claim (a comparison at equal accuracy), the compared model's
@@ -150,29 +170,56 @@ def judge(claim_id: str, est: Estimate, section: str | None = None,
         # whichever way the test went
         tol = acc_tolerance(section)
         verdict = "inconclusive"
-        what = ("the regularizer never reaches the compared model's clean accuracy: short by"
-                if acc_gap > 0 else "the compared model is less accurate than every regularizer setting, by")
+        what = (
+            "the regularizer never reaches the compared model's clean accuracy: short by"
+            if acc_gap > 0
+            else "the compared model is less accurate than every regularizer setting, by"
+        )
         note = "; ".join(x for x in (note, f"{what} {abs(acc_gap):.3f} > {tol:g}") if x)
-    elif conf == "bn_vs_other" and (low := near_chance(fields.get("clean_test_acc"), fields.get("dataset"),
-                                                       compared))[0]:
+    elif (
+        conf == "bn_vs_other"
+        and (low := near_chance(fields.get("clean_test_acc"), fields.get("dataset"), compared))[0]
+    ):
         # a model that did not learn carries no evidence either way, whichever way the test went
         verdict = "inconclusive"
         names = ", ".join(f"{n} {a:.3f}" for n, a in low[0].items())
-        note = "; ".join(x for x in (note, f"did not learn ({names}: less than {_min_learned():g} of the best "
-                                     f"compared model's accuracy above chance, floor {low[1]:.3f}); "
-                                     "it carries no evidence either way") if x)
+        note = "; ".join(
+            x
+            for x in (
+                note,
+                f"did not learn ({names}: less than {_min_learned():g} of the best "
+                f"compared model's accuracy above chance, floor {low[1]:.3f}); "
+                "it carries no evidence either way",
+            )
+            if x
+        )
     elif conf and conf != "reach" and verdict == "reproduced" and acc_gap is not None:
         tol = acc_tolerance(section)
         if acc_gap > tol:
             verdict = "inconclusive"
-            what = ("its clean test accuracy is higher than the compared model's by"
-                    if conf == "bn_vs_other" else "the mitigation costs")
-            note = "; ".join(x for x in (note, f"{what} {acc_gap:.3f} > {tol:g} clean accuracy") if x)
+            what = (
+                "its clean test accuracy is higher than the compared model's by"
+                if conf == "bn_vs_other"
+                else "the mitigation costs"
+            )
+            note = "; ".join(
+                x for x in (note, f"{what} {acc_gap:.3f} > {tol:g} clean accuracy") if x
+            )
     fmt = {k: v for k, v in fields.items() if isinstance(v, (str, int, float))}
-    row = {"id": claim_id, "claim": c["words"].format(**fmt), "paper": c["paper"].format(**fmt),
-           "test": c["test"], "measured": est.value, "lo": est.lo, "hi": est.hi,
-           "n": est.n, "verdict": verdict, "magnitude": note, "p": p_value(c, est),
-           "family": c.get("family", "paper")}
+    row = {
+        "id": claim_id,
+        "claim": c["words"].format(**fmt),
+        "paper": c["paper"].format(**fmt),
+        "test": c["test"],
+        "measured": est.value,
+        "lo": est.lo,
+        "hi": est.hi,
+        "n": est.n,
+        "verdict": verdict,
+        "magnitude": note,
+        "p": p_value(c, est),
+        "family": c.get("family", "paper"),
+    }
     row.update(fields)
     return row
 
@@ -201,7 +248,9 @@ def holm(rows: list[dict], alpha: float = HOLM_ALPHA) -> list[dict]:
     are not part of a family."""
     tested = [r for r in rows if r.get("p") is not None and math.isfinite(r["p"])]
     for family in dict.fromkeys(r.get("family", "paper") for r in tested):
-        members = sorted((r for r in tested if r.get("family", "paper") == family), key=lambda r: r["p"])
+        members = sorted(
+            (r for r in tested if r.get("family", "paper") == family), key=lambda r: r["p"]
+        )
         m, running = len(members), 0.0
         for i, r in enumerate(members):
             running = max(running, min(1.0, (m - i) * r["p"]))
@@ -209,7 +258,9 @@ def holm(rows: list[dict], alpha: float = HOLM_ALPHA) -> list[dict]:
             if r["verdict"] == "reproduced" and running >= alpha:
                 r["verdict"] = "inconclusive"
                 what = "claims" if family == "paper" else f"{family} rows"
-                why = (f"not significant after Holm's correction over the {m} {what} of this run "
-                       f"(p = {r['p']:.2g}, adjusted {running:.2g})")
+                why = (
+                    f"not significant after Holm's correction over the {m} {what} of this run "
+                    f"(p = {r['p']:.2g}, adjusted {running:.2g})"
+                )
                 r["magnitude"] = "; ".join(x for x in (r.get("magnitude"), why) if x)
     return rows

@@ -3,6 +3,7 @@
 Every bad parameter raises one `ConfigError` whose message names the key, the bad value and
 what is allowed, before any expensive work starts. A leaf: imports no other bnpaper module.
 """
+
 from __future__ import annotations
 
 import os
@@ -94,12 +95,20 @@ def check_choices(name: str, values: Any, allowed: Iterable[Any], min_len: int =
         raise ConfigError(f"{name}={list(values)!r} contains {bad}; allowed values are {allowed}")
     if len(set(values)) != len(values) or len(values) < min_len:
         raise ConfigError(
-            f"{name}={list(values)!r} must hold at least {min_len} distinct values from {allowed}")
+            f"{name}={list(values)!r} must hold at least {min_len} distinct values from {allowed}"
+        )
     return list(values)
 
 
-def check_number(name: str, value: Any, lo: float | None = None, hi: float | None = None,
-                 integer: bool = False, lo_open: bool = False, hi_open: bool = False) -> Any:
+def check_number(
+    name: str,
+    value: Any,
+    lo: float | None = None,
+    hi: float | None = None,
+    integer: bool = False,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> Any:
     """`value` must be a number (an int if `integer`) in the given interval."""
     kind = "an integer" if integer else "a number"
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
@@ -119,8 +128,14 @@ def check_number(name: str, value: Any, lo: float | None = None, hi: float | Non
 
 def check_int_list(name: str, values: Any, lo: int = 0, min_len: int = 1) -> list[int]:
     """`values` must be a list of at least `min_len` distinct integers >= lo."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) < min_len:
-        raise ConfigError(f"{name}={values!r} must be a list of at least {min_len} integers >= {lo}")
+    if (
+        isinstance(values, (str, bytes))
+        or not isinstance(values, Sequence)
+        or len(values) < min_len
+    ):
+        raise ConfigError(
+            f"{name}={values!r} must be a list of at least {min_len} integers >= {lo}"
+        )
     for v in values:
         check_number(name, v, lo=lo, integer=True)
     if len(set(values)) != len(values):
@@ -138,8 +153,10 @@ def resolve_device(name: str) -> str:
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device='cuda' but torch sees no GPU (torch.cuda.is_available() is "
-                          "False); use device='auto' or 'cpu'")
+        raise ConfigError(
+            "device='cuda' but torch sees no GPU (torch.cuda.is_available() is "
+            "False); use device='auto' or 'cpu'"
+        )
     return name
 
 

@@ -48,6 +48,7 @@ layer after the first (2 x BN channels of them, 452 for LeNet-5, more than B), s
 cotangent is dense over the batch and there is no low-rank shortcut; `select` limits the work
 to the samples that are needed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ AUTO_BATCH = {"LeNet5": "mixed", "ResNet": "loop", "DenseNet": "loop"}
 @dataclass(frozen=True)
 class GradNorms:
     """Per-sample gradient l2 norms: `total` (N,) and per group (N,) (absent groups omitted)."""
+
     total: torch.Tensor
     groups: dict[str, torch.Tensor]
     mode: str
@@ -118,8 +120,9 @@ def _loss_terms(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits, y, reduction="none")
 
 
-def _finish(sq: dict[str, torch.Tensor], mode: str, reduction: str,
-            scale: torch.Tensor) -> GradNorms:
+def _finish(
+    sq: dict[str, torch.Tensor], mode: str, reduction: str, scale: torch.Tensor
+) -> GradNorms:
     total = torch.zeros_like(next(iter(sq.values())))
     for v in sq.values():
         total = total + v
@@ -136,11 +139,11 @@ def _conv_sq(mod: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """Per-sample squared norm of a conv weight gradient from input a and output grad g."""
     b = a.shape[0]
     cols = F.unfold(a, mod.kernel_size, mod.dilation, mod.padding, mod.stride)  # (B, K, L)
-    gl = g.reshape(b, g.shape[1], -1)                                          # (B, O, L)
+    gl = g.reshape(b, g.shape[1], -1)  # (B, O, L)
     k, length, o = cols.shape[1], cols.shape[2], gl.shape[1]
     if mod.groups != 1:
         raise NotImplementedError("grouped convolutions are not supported")
-    if length * length * (k + o) < length * k * o:   # ghost norm: Gram matrices over positions
+    if length * length * (k + o) < length * k * o:  # ghost norm: Gram matrices over positions
         ga = torch.bmm(cols.transpose(1, 2), cols)
         gg = torch.bmm(gl.transpose(1, 2), gl)
         return (ga * gg).sum((1, 2))
@@ -173,18 +176,20 @@ class _Recorder:
                 self.handles.append(mod.register_forward_hook(self._hook))
             elif own:
                 raise NotImplementedError(
-                    f"per-sample gradients of {type(mod).__name__} parameters are not supported")
+                    f"per-sample gradients of {type(mod).__name__} parameters are not supported"
+                )
         self.branch: dict[int, torch.Tensor] = {}
-        self.inputs: dict[int, list[torch.Tensor]] = {}   # coupled contractions' layer inputs
+        self.inputs: dict[int, list[torch.Tensor]] = {}  # coupled contractions' layer inputs
 
     def _branch_hook(self, block):
         def hook(mod, inp, out):
             self.branch[id(block)] = out.detach()
+
         return hook
 
     def _hook(self, mod, inp, out):
         box: list = []
-        self.outputs.append(out)   # its gradient is taken directly (no weight gradients needed)
+        self.outputs.append(out)  # its gradient is taken directly (no weight gradients needed)
         self.records.append((mod, inp[0].detach(), out.detach(), box))
 
     def remove(self):
@@ -233,14 +238,14 @@ class _Recorder:
         gname = lambda p: self.groups[self.names[id(p)]]
         for i, ((mod, a, out, _), g) in enumerate(zip(self.records, gs)):
             k, b = g.shape[:2]
-            if i not in self.inputs:   # the layer inputs as the contractions use them, once
+            if i not in self.inputs:  # the layer inputs as the contractions use them, once
                 act = _contraction_input(mod, a, self.batch_stats)
                 ghost = isinstance(mod, nn.Linear) and act.shape[0] < act.shape[1]
                 self.inputs[i] = [act, act @ act.T] if ghost else [act]
             act = self.inputs[i][0]
             if isinstance(mod, nn.Linear):
-                gk = g.reshape(k, -1, g.shape[-1])                     # (K, B*S, out)
-                if len(self.inputs[i]) == 2:   # ghost norm: Gram matrices over the batch
+                gk = g.reshape(k, -1, g.shape[-1])  # (K, B*S, out)
+                if len(self.inputs[i]) == 2:  # ghost norm: Gram matrices over the batch
                     w = (torch.bmm(gk, gk.transpose(1, 2)) * self.inputs[i][1]).sum((1, 2))
                 else:
                     w = torch.matmul(gk.transpose(1, 2), act).pow(2).sum((1, 2))
@@ -253,7 +258,7 @@ class _Recorder:
                 _accumulate(sq, gname(mod.weight), torch.matmul(gk, act).pow(2).sum((1, 2)))
                 if mod.bias is not None:
                     _accumulate(sq, gname(mod.bias), gk.sum(2).pow(2).sum(1))
-            elif isinstance(mod, _NORM_TYPES):   # act is x_hat
+            elif isinstance(mod, _NORM_TYPES):  # act is x_hat
                 dims = (1,) + tuple(range(3, g.dim()))
                 if mod.weight is not None and mod.weight.requires_grad:
                     _accumulate(sq, gname(mod.weight), (g * act).sum(dims).pow(2).sum(1))
@@ -296,8 +301,11 @@ def _fixed_stats_bn(mod: nn.Module, inp: tuple, out: torch.Tensor) -> torch.Tens
 def _fix_batch_statistics(model: nn.Module) -> list:
     """Hooks (first in line) that make every BN layer of an eval-mode model normalize with its
     batch's statistics held constant ("batch_fixed"); returns the handles to remove."""
-    return [m.register_forward_hook(_fixed_stats_bn, prepend=True) for m in model.modules()
-            if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    return [
+        m.register_forward_hook(_fixed_stats_bn, prepend=True)
+        for m in model.modules()
+        if isinstance(m, nn.modules.batchnorm._BatchNorm)
+    ]
 
 
 def _normalized(mod: nn.Module, a: torch.Tensor, batch_stats: bool) -> torch.Tensor:
@@ -311,8 +319,9 @@ def _normalized(mod: nn.Module, a: torch.Tensor, batch_stats: bool) -> torch.Ten
     return (a - mod.running_mean.view(shape)) * torch.rsqrt(mod.running_var.view(shape) + mod.eps)
 
 
-def _hooks_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
-              fixed_stats: bool = False) -> dict[str, torch.Tensor]:
+def _hooks_sq(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, fixed_stats: bool = False
+) -> dict[str, torch.Tensor]:
     rec = _Recorder(model, fixed_stats=fixed_stats)
     try:
         with torch.enable_grad():
@@ -327,8 +336,9 @@ def _hooks_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         rec.remove()
 
 
-def _coupled_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int,
-                rows: torch.Tensor, mode: str) -> dict[str, torch.Tensor]:
+def _coupled_sq(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int, rows: torch.Tensor, mode: str
+) -> dict[str, torch.Tensor]:
     """Exact batch-coupled per-sample gradients of the loss terms `rows` of one train-mode
     batch: their cotangents (K, B, ...) at every layer output, `chunk` loss terms per backward,
     then the per-term weight gradients contracted from the layer inputs. The forward runs on
@@ -342,11 +352,19 @@ def _coupled_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int,
             eye = torch.eye(len(terms), dtype=terms.dtype, device=terms.device)
             eye = eye[rows.to(terms.device)]
             for s in range(0, len(rows), chunk):
-                e = eye[s:s + chunk]
-                gs = torch.autograd.grad(terms, rec.outputs, grad_outputs=e, retain_graph=True,
-                                         is_grads_batched=True, allow_unused=True)
-                gs = [o.new_zeros((len(e),) + o.shape) if g is None else g.detach()
-                      for o, g in zip(rec.outputs, gs)]
+                e = eye[s : s + chunk]
+                gs = torch.autograd.grad(
+                    terms,
+                    rec.outputs,
+                    grad_outputs=e,
+                    retain_graph=True,
+                    is_grads_batched=True,
+                    allow_unused=True,
+                )
+                gs = [
+                    o.new_zeros((len(e),) + o.shape) if g is None else g.detach()
+                    for o, g in zip(rec.outputs, gs)
+                ]
                 out.append(rec.coupled_squared_norms(gs))
     finally:
         rec.remove()
@@ -361,7 +379,9 @@ def _state(model: nn.Module):
     return params, {**frozen, **buffers}
 
 
-def _sq_from_grads(grads: dict[str, torch.Tensor], groups: dict[str, str]) -> dict[str, torch.Tensor]:
+def _sq_from_grads(
+    grads: dict[str, torch.Tensor], groups: dict[str, str]
+) -> dict[str, torch.Tensor]:
     sq: dict[str, torch.Tensor] = {}
     for n, gr in grads.items():
         _accumulate(sq, groups[n], gr.reshape(gr.shape[0], -1).pow(2).sum(1))
@@ -379,8 +399,9 @@ def _func_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, to
     return _sq_from_grads(grads, param_groups(model))
 
 
-def _loop_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, rows: torch.Tensor,
-             mode: str) -> dict[str, torch.Tensor]:
+def _loop_sq(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, rows: torch.Tensor, mode: str
+) -> dict[str, torch.Tensor]:
     """The naive loop: one forward of the batch (on copies of the buffers), then one backward
     per loss term in `rows`."""
     params, rest = _state(model)
@@ -399,8 +420,15 @@ def _loop_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, rows: torch.Ten
         terms = _loss_terms(z, y)
         for i in rows.tolist():
             gs = torch.autograd.grad(terms[i], leaves, retain_graph=True, allow_unused=True)
-            out.append(_sq_from_grads({n: (torch.zeros_like(l) if gr is None else gr)[None]
-                                       for n, l, gr in zip(names, leaves, gs)}, groups))
+            out.append(
+                _sq_from_grads(
+                    {
+                        n: (torch.zeros_like(l) if gr is None else gr)[None]
+                        for n, l, gr in zip(names, leaves, gs)
+                    },
+                    groups,
+                )
+            )
     return {k: torch.cat([o[k] for o in out]) for k in out[0]}
 
 
@@ -415,10 +443,17 @@ def auto_method(model: nn.Module, mode: str) -> str:
     return "loop" if method == "mixed" and not lenet_grads.applies(model) else method
 
 
-def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
-                          mode: str = "eval", reduction: str = "sum", batch_size: int | None = None,
-                          method: str = "auto", chunk: int = 8,
-                          select: torch.Tensor | None = None) -> GradNorms:
+def per_sample_grad_norms(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    mode: str = "eval",
+    reduction: str = "sum",
+    batch_size: int | None = None,
+    method: str = "auto",
+    chunk: int = 8,
+    select: torch.Tensor | None = None,
+) -> GradNorms:
     """Per-sample gradient l2 norms of the cross-entropy of `model` on x: (N, C, H, W)
     (normalized floats) with labels y: (N,).
 
@@ -440,18 +475,26 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     bn = has_batchnorm(model)
     coupled = mode == "batch" and bn
     if coupled and method in ("hooks", "func"):
-        raise ValueError(f"method={method!r} ignores the batch coupling of BN; use 'exact' or 'loop'")
+        raise ValueError(
+            f"method={method!r} ignores the batch coupling of BN; use 'exact' or 'loop'"
+        )
     if mode == "batch_fixed" and bn and method == "func":
-        raise ValueError("method='func' differentiates single samples, without batch statistics; "
-                         "use 'hooks', 'exact' or 'loop' for mode='batch_fixed'")
+        raise ValueError(
+            "method='func' differentiates single samples, without batch statistics; "
+            "use 'hooks', 'exact' or 'loop' for mode='batch_fixed'"
+        )
     if method == "mixed" and not (coupled and lenet_grads.applies(model)):
-        raise ValueError("method='mixed' needs mode='batch' and a LeNet-5 with BatchNorm whose "
-                         f"parameters all train; got mode={mode!r}, {type(model).__name__}")
+        raise ValueError(
+            "method='mixed' needs mode='batch' and a LeNet-5 with BatchNorm whose "
+            f"parameters all train; got mode={mode!r}, {type(model).__name__}"
+        )
     if method == "auto":
         method = auto_method(model, mode)
     if mode != "eval" and bn and (bsz < 2 or n % bsz == 1):
-        raise ValueError(f"mode={mode!r} with BatchNorm needs batches of at least 2 samples; "
-                         f"N={n} with batch_size={bsz} leaves a batch of one (every method refuses it)")
+        raise ValueError(
+            f"mode={mode!r} with BatchNorm needs batches of at least 2 samples; "
+            f"N={n} with batch_size={bsz} leaves a batch of one (every method refuses it)"
+        )
     sel = torch.ones(n, dtype=torch.bool) if select is None else select.bool().cpu()
     if sel.shape != (n,):
         raise ValueError(f"select must be a bool tensor of shape ({n},), got {tuple(sel.shape)}")
@@ -460,8 +503,8 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     try:
         model.train(coupled)  # train-mode BN only for the batch-coupled definition
         for s in range(0, n, bsz):
-            xb, yb = x[s:s + bsz], y[s:s + bsz]
-            rows = torch.nonzero(sel[s:s + bsz]).flatten()
+            xb, yb = x[s : s + bsz], y[s : s + bsz]
+            rows = torch.nonzero(sel[s : s + bsz]).flatten()
             if len(rows) == 0:
                 continue
             if method == "hooks":
@@ -469,11 +512,19 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
             elif method == "func":
                 part = _func_sq(model, xb, yb)
             else:
-                part = (_loop_sq(model, xb, yb, rows, mode) if method == "loop" else
-                        lenet_grads.batch_squared_norms(model, xb, yb, rows.to(xb.device))
-                        if method == "mixed" else _coupled_sq(model, xb, yb, chunk, rows, mode))
-                part = {k: torch.zeros(len(xb), dtype=v.dtype, device=v.device).index_copy(
-                    0, rows.to(v.device), v) for k, v in part.items()}
+                part = (
+                    _loop_sq(model, xb, yb, rows, mode)
+                    if method == "loop"
+                    else lenet_grads.batch_squared_norms(model, xb, yb, rows.to(xb.device))
+                    if method == "mixed"
+                    else _coupled_sq(model, xb, yb, chunk, rows, mode)
+                )
+                part = {
+                    k: torch.zeros(len(xb), dtype=v.dtype, device=v.device).index_copy(
+                        0, rows.to(v.device), v
+                    )
+                    for k, v in part.items()
+                }
             parts.append((s, part))
     finally:
         model.train(was)
@@ -483,7 +534,7 @@ def per_sample_grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     for k, v in parts[0][1].items():
         sq[k] = torch.zeros(n, dtype=v.dtype, device=v.device)
         for s, part in parts:
-            sq[k][s:s + len(part[k])] = part[k]
+            sq[k][s : s + len(part[k])] = part[k]
     mask = sel.to(x.device)
     sq = {k: torch.where(mask, v, torch.full_like(v, float("nan"))) for k, v in sq.items()}
     sizes = torch.tensor([min(bsz, n - s) for s in range(0, n, bsz)], dtype=x.dtype)

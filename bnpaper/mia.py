@@ -6,6 +6,7 @@ turn scores into membership scores per target; `attack_metrics`, `evaluate_targe
 `paired_delta_auc` measure them. Every model of the pool is in turn the target and the other
 M-1 models are its shadows (leave-one-out). Everything is float64 numpy; NaN/inf raise.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -72,8 +73,9 @@ def _pooled_sd(var: np.ndarray, count: np.ndarray, floor: float) -> np.ndarray:
     return np.maximum(np.sqrt(pooled), floor)
 
 
-def lira(scores: np.ndarray, keep: np.ndarray, targets=None, sigma_floor: float = 1e-3
-         ) -> dict[str, np.ndarray]:
+def lira(
+    scores: np.ndarray, keep: np.ndarray, targets=None, sigma_floor: float = 1e-3
+) -> dict[str, np.ndarray]:
     """All four LiRA variants in one pass; leave-one-out over the pool.
 
     scores: phi of every model on every example, (M, N, queries); keep: (M, N) bool.
@@ -106,7 +108,7 @@ def lira(scores: np.ndarray, keep: np.ndarray, targets=None, sigma_floor: float 
     out = {v: [] for v in LIRA_VARIANTS}
     for t in targets:
         sh = np.arange(m) != t
-        sk, ks = s[sh], keep[sh][..., None]                      # (M-1, N, Q)
+        sk, ks = s[sh], keep[sh][..., None]  # (M-1, N, Q)
         n_in, n_out = ks.sum(0), (~ks).sum(0)
         if (n_in < 1).any() or (n_out < 1).any():
             raise ScoreError("every example needs at least one IN and one OUT shadow")
@@ -114,14 +116,20 @@ def lira(scores: np.ndarray, keep: np.ndarray, targets=None, sigma_floor: float 
         mu_out = np.where(~ks, sk, 0).sum(0) / n_out
         var_in = np.where(ks, (sk - mu_in) ** 2, 0).sum(0) / np.maximum(n_in - 1, 1)
         var_out = np.where(~ks, (sk - mu_out) ** 2, 0).sum(0) / np.maximum(n_out - 1, 1)
-        fix_in, fix_out = _pooled_sd(var_in, n_in, sigma_floor), _pooled_sd(var_out, n_out, sigma_floor)
+        fix_in, fix_out = (
+            _pooled_sd(var_in, n_in, sigma_floor),
+            _pooled_sd(var_out, n_out, sigma_floor),
+        )
         # a variance needs two shadows: with one IN (or OUT) shadow the example takes the pooled sd
         sd_in = np.where(n_in >= 2, np.maximum(np.sqrt(var_in), sigma_floor), fix_in)
         sd_out = np.where(n_out >= 2, np.maximum(np.sqrt(var_out), sigma_floor), fix_out)
         x = s[t]
-        out["online"].append((_norm_logpdf(x, mu_in, sd_in) - _norm_logpdf(x, mu_out, sd_out)).mean(-1))
+        out["online"].append(
+            (_norm_logpdf(x, mu_in, sd_in) - _norm_logpdf(x, mu_out, sd_out)).mean(-1)
+        )
         out["online_fixed"].append(
-            (_norm_logpdf(x, mu_in, fix_in) - _norm_logpdf(x, mu_out, fix_out)).mean(-1))
+            (_norm_logpdf(x, mu_in, fix_in) - _norm_logpdf(x, mu_out, fix_out)).mean(-1)
+        )
         out["offline"].append(log_ndtr((x - mu_out) / sd_out).mean(-1))
         out["offline_fixed"].append(log_ndtr((x - mu_out) / fix_out).mean(-1))
     return {k: _finite(f"lira {k}", np.stack(v)) for k, v in out.items()}
@@ -136,8 +144,14 @@ def loss_attack(logp: np.ndarray, targets=None) -> np.ndarray:
     return lp[targets].mean(-1)
 
 
-def rmia(logp_x: np.ndarray, logp_z: np.ndarray, keep: np.ndarray, targets=None,
-         gamma: float = 1.0, offline_a: float | None = None) -> np.ndarray:
+def rmia(
+    logp_x: np.ndarray,
+    logp_z: np.ndarray,
+    keep: np.ndarray,
+    targets=None,
+    gamma: float = 1.0,
+    offline_a: float | None = None,
+) -> np.ndarray:
     """RMIA (Zarifzadeh, Liu, Shokri 2024): Pr_z[ (p(x|t)/p(x)) / (p(z|t)/p(z)) > gamma ].
 
     logp_x: log p_y of every model on the pool (M, N, Q); logp_z: on population samples that
@@ -152,13 +166,15 @@ def rmia(logp_x: np.ndarray, logp_z: np.ndarray, keep: np.ndarray, targets=None,
     keep = np.asarray(keep, bool)
     m = len(lx)
     if lx.ndim != 3 or lz.ndim != 3 or keep.shape != lx.shape[:2] or len(lz) != m:
-        raise ScoreError(f"rmia needs logp_x (M, N, Q), logp_z (M, Z, Q) and keep (M, N); got "
-                         f"{lx.shape}, {lz.shape}, {keep.shape}")
+        raise ScoreError(
+            f"rmia needs logp_x (M, N, Q), logp_z (M, Z, Q) and keep (M, N); got "
+            f"{lx.shape}, {lz.shape}, {keep.shape}"
+        )
     targets = range(m) if targets is None else targets
     res = []
     for t in targets:
         sh = np.arange(m) != t
-        ref_z = logsumexp(lz[sh], 0) - np.log(sh.sum())     # population: OUT for every model
+        ref_z = logsumexp(lz[sh], 0) - np.log(sh.sum())  # population: OUT for every model
         if offline_a is None:
             ref_x = logsumexp(lx[sh], 0) - np.log(sh.sum())
         else:
@@ -167,8 +183,8 @@ def rmia(logp_x: np.ndarray, logp_z: np.ndarray, keep: np.ndarray, targets=None,
             p_out = np.exp(logsumexp(lx[sh] + w, 0) - np.log(out.sum(0)))
             ref_x = np.log(0.5 * ((1 + offline_a) * p_out + (1 - offline_a)))
             ref_z = np.log(0.5 * ((1 + offline_a) * np.exp(ref_z) + (1 - offline_a)))
-        rx = (lx[t] - ref_x).mean(-1)                         # log ratio, (N,)
-        rz = np.sort((lz[t] - ref_z).mean(-1))                # (Z,)
+        rx = (lx[t] - ref_x).mean(-1)  # log ratio, (N,)
+        rz = np.sort((lz[t] - ref_z).mean(-1))  # (Z,)
         res.append(np.searchsorted(rz, rx - np.log(gamma), side="left") / len(rz))
     return np.stack(res)
 
@@ -188,8 +204,10 @@ def _all_thresholds(scores: np.ndarray, member: np.ndarray) -> tuple[np.ndarray,
     """(fpr, tpr) at every distinct threshold `score >= s` (none dropped: sklearn's default
     drop_intermediate removes collinear points, which loses operating points under ties)."""
     from sklearn.metrics import roc_curve
-    f, t, _ = roc_curve(np.asarray(member, bool), np.asarray(scores, np.float64),
-                        drop_intermediate=False)
+
+    f, t, _ = roc_curve(
+        np.asarray(member, bool), np.asarray(scores, np.float64), drop_intermediate=False
+    )
     return f, t
 
 
@@ -208,19 +226,29 @@ def balanced_accuracy(scores: np.ndarray, member: np.ndarray) -> float:
 def roc(scores: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(fpr, tpr) of the ROC curve (sklearn.metrics.roc_curve)."""
     from sklearn.metrics import roc_curve
+
     f, t, _ = roc_curve(np.asarray(member, bool), np.asarray(scores, np.float64))
     return f, t
 
 
-def attack_metrics(scores: np.ndarray, member: np.ndarray, fprs=FPRS, n_boot: int = 200,
-                   seed: int = 0, level: float = 0.95) -> dict:
+def attack_metrics(
+    scores: np.ndarray,
+    member: np.ndarray,
+    fprs=FPRS,
+    n_boot: int = 200,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict:
     """AUC, balanced accuracy and TPR at each FPR of one target, each with a bootstrap interval
     over examples; `resolvable[fpr]` is False (and a LowFPRWarning is issued) where
     fpr < 1 / n_nonmembers."""
     s, y = _finite("membership scores", np.asarray(scores, np.float64)), np.asarray(member, bool)
     n0 = int((~y).sum())
-    fns = {"auc": auc, "balanced_acc": balanced_accuracy,
-           **{f"tpr@{f:g}": (lambda a, b, f=f: tpr_at_fpr(a, b, f)) for f in fprs}}
+    fns = {
+        "auc": auc,
+        "balanced_acc": balanced_accuracy,
+        **{f"tpr@{f:g}": (lambda a, b, f=f: tpr_at_fpr(a, b, f)) for f in fprs},
+    }
     point = {k: fn(s, y) for k, fn in fns.items()}
     rng = np.random.default_rng(seed)
     boots = {k: [] for k in fns}
@@ -231,30 +259,47 @@ def attack_metrics(scores: np.ndarray, member: np.ndarray, fprs=FPRS, n_boot: in
         for k, fn in fns.items():
             boots[k].append(fn(s[i], y[i]))
     a = (1 - level) / 2
-    out = {k: Estimate(v, float(np.quantile(boots[k], a)), float(np.quantile(boots[k], 1 - a)),
-                       len(s), level, se=float(np.std(boots[k], ddof=1)))
-           for k, v in point.items()}
+    out = {
+        k: Estimate(
+            v,
+            float(np.quantile(boots[k], a)),
+            float(np.quantile(boots[k], 1 - a)),
+            len(s),
+            level,
+            se=float(np.std(boots[k], ddof=1)),
+        )
+        for k, v in point.items()
+    }
     resolvable = {f: f >= 1.0 / max(n0, 1) for f in fprs}
     for f, ok in resolvable.items():
         if not ok:
-            warnings.warn(f"TPR at FPR={f:g} is not resolvable with {n0} non-members "
-                          f"(needs >= {int(np.ceil(1 / f))}); treat it as 0 or use more examples",
-                          LowFPRWarning, stacklevel=2)
-    return {"estimates": out, "resolvable": resolvable, "n_members": int(y.sum()),
-            "n_nonmembers": n0}
+            warnings.warn(
+                f"TPR at FPR={f:g} is not resolvable with {n0} non-members "
+                f"(needs >= {int(np.ceil(1 / f))}); treat it as 0 or use more examples",
+                LowFPRWarning,
+                stacklevel=2,
+            )
+    return {
+        "estimates": out,
+        "resolvable": resolvable,
+        "n_members": int(y.sum()),
+        "n_nonmembers": n0,
+    }
 
 
 @dataclass(frozen=True)
 class TargetMetrics:
     """Per-target metrics (T,) per subgroup, and their mean over targets."""
-    values: dict[str, dict[str, np.ndarray]]   # subgroup -> metric -> (T,)
+
+    values: dict[str, dict[str, np.ndarray]]  # subgroup -> metric -> (T,)
 
     def mean(self, subgroup: str, metric: str) -> float:
         return float(np.mean(self.values[subgroup][metric]))
 
 
-def evaluate_targets(scores: np.ndarray, member: np.ndarray, subgroups: dict[str, np.ndarray],
-                     fprs=FPRS) -> TargetMetrics:
+def evaluate_targets(
+    scores: np.ndarray, member: np.ndarray, subgroups: dict[str, np.ndarray], fprs=FPRS
+) -> TargetMetrics:
     """AUC, balanced accuracy and TPR@FPR for each target (rows of scores/member, (T, N)) on each
     subgroup (boolean masks over the N examples)."""
     out: dict[str, dict[str, list]] = {}
@@ -280,8 +325,13 @@ def _auc_rows(s: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where((n1 > 0) & (n0 > 0), a, np.nan)  # no members (or no non-members): no AUC
 
 
-def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask_per_run=None,
-                     n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Estimate:
+def paired_delta_auc(
+    runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    mask_per_run=None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> Estimate:
     """Mean AUC(a) - AUC(b) over targets and runs (seeds), paired on the same targets and examples.
 
     runs: one (scores_a (T, N), scores_b (T, N), member (T, N)) per seed (pool); mask_per_run:
@@ -314,12 +364,18 @@ def paired_delta_auc(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask
         boots.append(np.nanmean(per_run) if np.isfinite(per_run).any() else np.nan)
     boots = np.asarray(boots)[np.isfinite(boots)]
     q = (1 - level) / 2
-    lo, hi, se, df = (float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q)),
-                      float(np.std(boots, ddof=1)), None)
+    lo, hi, se, df = (
+        float(np.quantile(boots, q)),
+        float(np.quantile(boots, 1 - q)),
+        float(np.std(boots, ddof=1)),
+        None,
+    )
     per_pool = per_pool[np.isfinite(per_pool)]
     if len(per_pool) >= 2:  # between-pool spread, judged with the t quantile of so few pools
         t = t_mean(per_pool, level)
-        if t.lo < lo or t.hi > hi:  # the t interval decides a bound: its df (and the larger se) give the p-value
+        if (
+            t.lo < lo or t.hi > hi
+        ):  # the t interval decides a bound: its df (and the larger se) give the p-value
             lo, hi, se, df = min(lo, t.lo), max(hi, t.hi), max(se, t.se), t.df
     return Estimate(point, lo, hi, sum(len(a) for a, _, _ in data), level, se=se, df=df)
 
@@ -347,10 +403,19 @@ def pool_scores(pool, sigma_floor: float = 1e-3) -> dict[str, np.ndarray]:
     return s
 
 
-def over_targets(per_seed: list[TargetMetrics], subgroup: str, n_boot: int = 500,
-                 metrics=("auc", "balanced_acc", "tpr@0.01", "tpr@0.001")) -> dict[str, Estimate]:
+def over_targets(
+    per_seed: list[TargetMetrics],
+    subgroup: str,
+    n_boot: int = 500,
+    metrics=("auc", "balanced_acc", "tpr@0.01", "tpr@0.001"),
+) -> dict[str, Estimate]:
     """Mean of each metric over the targets of every seed, with a bootstrap interval over
     targets only (optimistic: targets share shadows)."""
     from .stats import bootstrap_mean
-    return {m: bootstrap_mean(np.concatenate([t.values[subgroup][m] for t in per_seed]),
-                              n_boot=n_boot, seed=0) for m in metrics}
+
+    return {
+        m: bootstrap_mean(
+            np.concatenate([t.values[subgroup][m] for t in per_seed]), n_boot=n_boot, seed=0
+        )
+        for m in metrics
+    }

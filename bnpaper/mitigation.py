@@ -26,6 +26,7 @@ lam/2 * sum gamma_c^2 on the BN scales only (weight decay on gamma, on top of th
 per-seed share of the baseline's memorization that a mitigation removes. Notebook 05's
 experiment (selection, frontier, comparisons) lives in `bnpaper.mitigation_study`.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -62,8 +63,10 @@ def batch_sigma(x: torch.Tensor, eps: float) -> torch.Tensor:
 def running_sigma(bn: _BatchNorm) -> torch.Tensor:
     """sqrt(running_var + eps) of a BN layer: shape (C,)."""
     if bn.running_var is None:
-        raise ConfigError(f"{type(bn).__name__} has track_running_stats=False: no running "
-                          "statistics to project with; use the penalty (batch statistics)")
+        raise ConfigError(
+            f"{type(bn).__name__} has track_running_stats=False: no running "
+            "statistics to project with; use the penalty (batch statistics)"
+        )
     return torch.sqrt(bn.running_var + bn.eps)
 
 
@@ -87,20 +90,24 @@ class GammaSigmaRegularizer:
     `detach_sigma=True` treats sigma as a constant (gradient through gamma only), an ablation.
     """
 
-    def __init__(self, lam: float, tau: float, model: nn.Module | None = None,
-                 detach_sigma: bool = False):
+    def __init__(
+        self, lam: float, tau: float, model: nn.Module | None = None, detach_sigma: bool = False
+    ):
         check_number("lam", lam, 0.0, None)
         check_number("tau", tau, 0.0, None, lo_open=True)
         self.lam, self.tau, self.detach_sigma = float(lam), float(tau), bool(detach_sigma)
-        self._sigma: "weakref.WeakKeyDictionary[nn.Module, torch.Tensor]" = \
+        self._sigma: "weakref.WeakKeyDictionary[nn.Module, torch.Tensor]" = (
             weakref.WeakKeyDictionary()
+        )
         self._handles: list[RemovableHandle] = []
         self._model = weakref.ref(model) if model is not None else None
         if model is not None:
             layers = affine_bn_layers(model)
             if not layers:
-                raise ConfigError("GammaSigmaRegularizer: the model has no BatchNorm layer with "
-                                  "a learned gamma (norm='bn' is needed)")
+                raise ConfigError(
+                    "GammaSigmaRegularizer: the model has no BatchNorm layer with "
+                    "a learned gamma (norm='bn' is needed)"
+                )
             self._handles = [m.register_forward_hook(self._hook) for _, m in layers]
         else:
             self._handles = [nn.modules.module.register_module_forward_hook(self._hook)]
@@ -136,16 +143,22 @@ class GammaSigmaRegularizer:
         if model is None:
             model = self._model() if self._model is not None else None
             if model is None:
-                raise TypeError("GammaSigmaRegularizer(): built without a model, it needs the "
-                                "model as argument, reg(model)")
+                raise TypeError(
+                    "GammaSigmaRegularizer(): built without a model, it needs the "
+                    "model as argument, reg(model)"
+                )
         layers = affine_bn_layers(model)
         if not layers:
-            raise ConfigError("GammaSigmaRegularizer: the model has no BatchNorm layer with a "
-                              "learned gamma (norm='bn' is needed)")
+            raise ConfigError(
+                "GammaSigmaRegularizer: the model has no BatchNorm layer with a "
+                "learned gamma (norm='bn' is needed)"
+            )
         missing = [n for n, m in layers if m not in self._sigma]
         if missing:
-            raise RuntimeError(f"no batch statistics captured for BN layer(s) {missing}: call "
-                               "the regularizer right after a training-mode forward pass")
+            raise RuntimeError(
+                f"no batch statistics captured for BN layer(s) {missing}: call "
+                "the regularizer right after a training-mode forward pass"
+            )
         total = layers[0][1].weight.new_zeros(())
         for _, m in layers:
             total = total + ratio_penalty(m.weight, self._sigma.pop(m), self.tau)
@@ -197,8 +210,9 @@ class GammaDecay:
 @torch.no_grad()
 def gamma_sigma(model: nn.Module) -> dict[str, torch.Tensor]:
     """|gamma_c| / sqrt(running_var_c + eps) per channel, for each affine BN layer: {name: (C,)}."""
-    return {n: (m.weight.abs() / running_sigma(m)).detach().cpu()
-            for n, m in affine_bn_layers(model)}
+    return {
+        n: (m.weight.abs() / running_sigma(m)).detach().cpu() for n, m in affine_bn_layers(model)
+    }
 
 
 @dataclass(frozen=True)
@@ -206,14 +220,16 @@ class MitigationConfig:
     """Which mitigation a training run uses: method in METHODS, lam (penalty weight; for
     "gamma_decay" the L2 coefficient on gamma), tau (bound on gamma/sigma). `as_dict()` is part
     of a cache key."""
+
     method: str = "none"
     lam: float = 0.0
     tau: float = 1.0
 
     def __post_init__(self):
         if self.method not in METHODS:
-            raise ConfigError(f"method={self.method!r} is not allowed; choose one of "
-                              f"{list(METHODS)}")
+            raise ConfigError(
+                f"method={self.method!r} is not allowed; choose one of {list(METHODS)}"
+            )
         check_number("lam", self.lam, 0.0, None)
         check_number("tau", self.tau, 0.0, None, lo_open=True)
 
@@ -226,8 +242,9 @@ class MitigationConfig:
             return {"method": "gamma_decay", "lam": self.lam}
         return {"method": "penalty", "lam": self.lam, "tau": self.tau}
 
-    def hooks(self, model: nn.Module | None = None) -> tuple[GammaSigmaRegularizer | GammaDecay | None,
-                                                         GammaSigmaProjection | None]:
+    def hooks(
+        self, model: nn.Module | None = None
+    ) -> tuple[GammaSigmaRegularizer | GammaDecay | None, GammaSigmaProjection | None]:
         """(regularizer, after_step) for `bnpaper.train.fit` (the penalty's hooks on `model`'s BN
         layers, or, without a model, on every module built later); remove the regularizer after use."""
         if self.method == "penalty":
@@ -244,6 +261,7 @@ def fit_mitigated(split, cfg, mit: MitigationConfig, **kw):
     `mit`; the regularizer's hooks are removed afterwards, also when training fails. Every variant of a
     comparison (method "none" included) goes through this one trainer."""
     from .train import fit
+
     reg, proj = mit.hooks()
     try:
         return fit(split, cfg, regularizer=reg, after_step=proj, **kw)

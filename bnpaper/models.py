@@ -8,6 +8,7 @@ norm:
   "bn_noaffine" BatchNorm with gamma fixed at 1 and no beta: batch coupling without a learned
                 scale (a control)
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,9 @@ def make_norm(norm: str, channels: int, dim: int = 2) -> nn.Module:
 class LeNet5(nn.Module):
     """LeNet-5 (conv6-pool-conv16-pool-fc120-fc84-fc) with a norm after every hidden layer."""
 
-    def __init__(self, norm: str = "bn", in_channels: int = 1, n_classes: int = 10,
-                 image_size: int = 28):
+    def __init__(
+        self, norm: str = "bn", in_channels: int = 1, n_classes: int = 10, image_size: int = 28
+    ):
         super().__init__()
         bias = norm == "none"
         pad = 2 if image_size == 28 else 0
@@ -76,8 +78,9 @@ class BasicBlock(nn.Module):
         self.norm2 = make_norm(norm, c_out)
         self.shortcut: nn.Module = nn.Identity()
         if stride != 1 or c_in != c_out:
-            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=bias),
-                                          make_norm(norm, c_out))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(c_in, c_out, 1, stride, bias=bias), make_norm(norm, c_out)
+            )
         self.skip_scale = nn.Parameter(torch.zeros(())) if norm == "none" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -90,8 +93,14 @@ class BasicBlock(nn.Module):
 class ResNet(nn.Module):
     """CIFAR-style ResNet: 3x3 stem, stages of basic blocks, global average pool, linear."""
 
-    def __init__(self, widths: tuple[int, ...], depths: tuple[int, ...], norm: str = "bn",
-                 in_channels: int = 3, n_classes: int = 10):
+    def __init__(
+        self,
+        widths: tuple[int, ...],
+        depths: tuple[int, ...],
+        norm: str = "bn",
+        in_channels: int = 3,
+        n_classes: int = 10,
+    ):
         super().__init__()
         bias = norm == "none"
         self.stem = nn.Conv2d(in_channels, widths[0], 3, 1, 1, bias=bias)
@@ -126,8 +135,14 @@ class DenseLayer(nn.Module):
 class DenseNet(nn.Module):
     """A small DenseNet (3 dense blocks, pre-activation layers, compressing transitions)."""
 
-    def __init__(self, norm: str = "bn", in_channels: int = 3, n_classes: int = 10,
-                 growth: int = 12, layers_per_block: int = 4):
+    def __init__(
+        self,
+        norm: str = "bn",
+        in_channels: int = 3,
+        n_classes: int = 10,
+        growth: int = 12,
+        layers_per_block: int = 4,
+    ):
         super().__init__()
         c = 2 * growth
         mods: list[nn.Module] = [nn.Conv2d(in_channels, c, 3, 1, 1, bias=norm == "none")]
@@ -136,8 +151,12 @@ class DenseNet(nn.Module):
                 mods.append(DenseLayer(c, growth, norm))
                 c += growth
             if b < 2:
-                mods += [make_norm(norm, c), nn.ReLU(), nn.Conv2d(c, c // 2, 1, bias=norm == "none"),
-                         nn.AvgPool2d(2)]
+                mods += [
+                    make_norm(norm, c),
+                    nn.ReLU(),
+                    nn.Conv2d(c, c // 2, 1, bias=norm == "none"),
+                    nn.AvgPool2d(2),
+                ]
                 c //= 2
         mods += [make_norm(norm, c), nn.ReLU()]
         self.features = nn.Sequential(*mods)
@@ -148,8 +167,9 @@ class DenseNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-def build_model(arch: str, norm: str, in_channels: int, n_classes: int,
-                image_size: int) -> nn.Module:
+def build_model(
+    arch: str, norm: str, in_channels: int, n_classes: int, image_size: int
+) -> nn.Module:
     """One model of `bnpaper.models` by name."""
     check_choice("arch", arch, ARCHS)
     check_choice("norm", norm, NORMS)
@@ -164,5 +184,6 @@ def build_model(arch: str, norm: str, in_channels: int, n_classes: int,
 
 def bn_layers(model: nn.Module) -> list[tuple[str, nn.modules.batchnorm._BatchNorm]]:
     """(name, layer) for every BatchNorm layer of `model`, in forward order."""
-    return [(n, m) for n, m in model.named_modules()
-            if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    return [
+        (n, m) for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+    ]

@@ -5,6 +5,7 @@
 of the declared parameters only and never scans the namespace for strangers. Unknown names are
 caught where they enter: papermill's injected-parameters cell, params files, the runner's `-p`.
 """
+
 from __future__ import annotations
 
 import platform
@@ -35,6 +36,7 @@ def _injected_names(namespace: dict) -> dict[str, Any]:
 @dataclass
 class Run:
     """One execution of a notebook: its resolved parameters and where its outputs go."""
+
     notebook: str
     params: dict[str, Any]
     changed: dict[str, str] = field(default_factory=dict)
@@ -54,6 +56,7 @@ class Run:
         """Save `fig` as figures/<notebook>/<label>/<name>.png and .pdf (returns nothing, so a
         notebook cell echoes no path)."""
         from .plots import save_figure
+
         save_figure(fig, self.notebook, self.label, name)
 
     def save(self, results: dict) -> None:
@@ -62,10 +65,14 @@ class Run:
         so that what the notebook prints afterwards is the corrected verdict."""
         from .claims import holm
         from .store import save_results
+
         if results.get("claims"):
             holm(results["claims"])
-        save_results(self.notebook, self.label, {"notebook": self.notebook, "label": self.label,
-                                                 "params": self.params, **results})
+        save_results(
+            self.notebook,
+            self.label,
+            {"notebook": self.notebook, "label": self.label, "params": self.params, **results},
+        )
 
 
 def start(namespace: dict, notebook: str, quiet: bool = False) -> Run:
@@ -78,18 +85,22 @@ def start(namespace: dict, notebook: str, quiet: bool = False) -> Run:
     injected = _injected_names(namespace)
     unknown = sorted(set(injected) - set(defaults))
     if unknown:
-        raise ConfigError(f"unknown parameter(s) {unknown} for notebook {notebook}; "
-                          f"known: {sorted(defaults)}")
+        raise ConfigError(
+            f"unknown parameter(s) {unknown} for notebook {notebook}; known: {sorted(defaults)}"
+        )
     for k, v in injected.items():
         if isinstance(v, str) and isinstance(defaults[k], (list, dict)):
-            raise ConfigError(f"{k}={v!r} must be a {type(defaults[k]).__name__}, got a string; with "
-                              f"papermill pass it as YAML: -y \"{k}: {v}\"")
+            raise ConfigError(
+                f"{k}={v!r} must be a {type(defaults[k]).__name__}, got a string; with "
+                f'papermill pass it as YAML: -y "{k}: {v}"'
+            )
     missing = sorted(k for k in defaults if k not in namespace)
     if missing:
-        raise ConfigError(f"notebook {notebook}: parameter(s) {missing} are not defined; run the "
-                          "parameters cell first")
-    explicit = {k: namespace[k] for k in defaults
-                if k in injected or namespace[k] != defaults[k]}
+        raise ConfigError(
+            f"notebook {notebook}: parameter(s) {missing} are not defined; run the "
+            "parameters cell first"
+        )
+    explicit = {k: namespace[k] for k in defaults if k in injected or namespace[k] != defaults[k]}
     resolved = _params.resolve(notebook, explicit)
     check_data(resolved.values)
     if "device" in resolved.values:  # every unit of this kernel trains there (auto: a GPU if any)
@@ -105,10 +116,14 @@ def check_data(p: dict[str, Any]) -> None:
     """Fail before any training when the dataset, or the OOD source the run injects, is missing
     (one clear error saying where it looked and how to get it)."""
     from .data import locate
+
     if not p.get("download"):
         locate(p["dataset"])
-    kinds = [p.get("outlier_kind"), p.get("lira_corruption"), *(
-        p["corruption"] if isinstance(p.get("corruption"), list) else [p.get("corruption")])]
+    kinds = [
+        p.get("outlier_kind"),
+        p.get("lira_corruption"),
+        *(p["corruption"] if isinstance(p.get("corruption"), list) else [p.get("corruption")]),
+    ]
     if "ood" in kinds and p.get("ood_source") not in (None, "noise", "digits"):
         locate(p["ood_source"])
 
@@ -127,15 +142,20 @@ def describe(run: Run) -> str:
     """Two lines: the configuration (what differs from the defaults, and why) and the machine."""
     import torch
 
-    changed = ", ".join(f"{k}={run.params[k]!r} ({src})" for k, src in run.changed.items()
-                        if k not in ("dataset", "budget"))
+    changed = ", ".join(
+        f"{k}={run.params[k]!r} ({src})"
+        for k, src in run.changed.items()
+        if k not in ("dataset", "budget")
+    )
     where, cache = _shown(output_root()), _shown(cache_root())
     where = "the repository (reference run)" if where == "./" else where
-    return (f"{run.notebook}: dataset {run.dataset}, budget {run.params['budget']}"
-            f"{'; ' + changed if changed else '; notebook defaults'}\n"
-            f"outputs -> {where} (figures/results folder {run.label}); cache -> {cache}\n"
-            f"python {platform.python_version()}, torch {torch.__version__}, "
-            f"{torch.get_num_threads()} threads, device {device()}")
+    return (
+        f"{run.notebook}: dataset {run.dataset}, budget {run.params['budget']}"
+        f"{'; ' + changed if changed else '; notebook defaults'}\n"
+        f"outputs -> {where} (figures/results folder {run.label}); cache -> {cache}\n"
+        f"python {platform.python_version()}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, device {device()}"
+    )
 
 
 def figure_paths(run: Run, names: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ makes packing 1.8-2.0x one LeNet at a time at batch 64 (about even, 1.05x, at ba
 torch.compile is slower on top of it (0.89x) and costs about 10 s of compilation per process
 and shape: not used.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,14 @@ class PackedLeNet(nn.Module):
     """K LeNet-5 members. Input (B, K*C, H, W) (member k's images in channels k*C..);
     output logits (K, B, classes)."""
 
-    def __init__(self, k: int, norm: str = "bn", in_channels: int = 1, n_classes: int = 10,
-                 image_size: int = 28):
+    def __init__(
+        self,
+        k: int,
+        norm: str = "bn",
+        in_channels: int = 1,
+        n_classes: int = 10,
+        image_size: int = 28,
+    ):
         super().__init__()
         self.k, self.norm, self.in_channels = k, norm, in_channels
         ref = LeNet5(norm, in_channels, n_classes, image_size)
@@ -76,7 +83,7 @@ class PackedLeNet(nn.Module):
         x = F.max_pool2d(F.relu(self.norm1(self.conv1(x))), 2)
         x = F.max_pool2d(F.relu(self.norm2(self.conv2(x))), 2)
         b = x.shape[0]
-        x = x.reshape(b, self.k, -1).transpose(0, 1)                 # (K, B, 16*s*s)
+        x = x.reshape(b, self.k, -1).transpose(0, 1)  # (K, B, 16*s*s)
         x = F.relu(self._vec_norm(self.norm3, self.fc1(x)))
         x = F.relu(self._vec_norm(self.norm4, self.fc2(x)))
         return self.fc3(x)
@@ -113,7 +120,7 @@ class PackedLeNet(nn.Module):
                 out[name] = t[i].clone() if p == "weight" else t[i, 0].clone()
             else:
                 c = t.shape[0] // self.k
-                out[name] = t[i * c:(i + 1) * c].clone()
+                out[name] = t[i * c : (i + 1) * c].clone()
         return out
 
 
@@ -123,9 +130,15 @@ def pack_input(xb: torch.Tensor) -> torch.Tensor:
     return xb.transpose(0, 1).reshape(b, k * c, h, w)
 
 
-def fit_packed(split: Split, members: list[torch.Tensor], cfgs: list[TrainConfig],
-               device: str | None = None, channels_last: bool = True, progress: bool = False,
-               mitigation: MitigationConfig = MitigationConfig()) -> list[dict]:
+def fit_packed(
+    split: Split,
+    members: list[torch.Tensor],
+    cfgs: list[TrainConfig],
+    device: str | None = None,
+    channels_last: bool = True,
+    progress: bool = False,
+    mitigation: MitigationConfig = MitigationConfig(),
+) -> list[dict]:
     """Train len(cfgs) LeNet members at once; member k trains on `split` rows `members[k]`
     (index tensors of equal length) with `cfgs[k]` (configs may differ only in `seed`).
     Returns one LeNet5 state_dict per member (same batches and init as `train.fit`).
@@ -151,22 +164,27 @@ def fit_packed(split: Split, members: list[torch.Tensor], cfgs: list[TrainConfig
     model = PackedLeNet(k, base.norm, c, split.n_classes, h).load_members(inits).to(device)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=base.lr, momentum=base.momentum,
-                          weight_decay=base.weight_decay)
+    opt = torch.optim.SGD(
+        model.parameters(), lr=base.lr, momentum=base.momentum, weight_decay=base.weight_decay
+    )
     xs = normalize(split.x, split.mean, split.std, device)
     ys = split.y.to(device)
     idx_sets = [torch.as_tensor(m, device=device) for m in members]
-    reg, proj = mitigation.hooks(model)   # hooks on this model only (other threads' models unseen)
+    reg, proj = mitigation.hooks(model)  # hooks on this model only (other threads' models unseen)
     try:
         steps = max(1, n // base.batch_size)
         total = steps * base.epochs
         model.train()
-        for epoch in tqdm(range(1, base.epochs + 1), disable=not progress, leave=False,
-                          desc=f"packed x{k} {base.norm}"):
+        for epoch in tqdm(
+            range(1, base.epochs + 1),
+            disable=not progress,
+            leave=False,
+            desc=f"packed x{k} {base.norm}",
+        ):
             gens = [torch.Generator().manual_seed(cfg.seed * 100_003 + epoch) for cfg in cfgs]
             perms = [ix[torch.randperm(n, generator=g).to(device)] for ix, g in zip(idx_sets, gens)]
             for s in range(steps):
-                sel = [p[s * base.batch_size:(s + 1) * base.batch_size] for p in perms]
+                sel = [p[s * base.batch_size : (s + 1) * base.batch_size] for p in perms]
                 xb = [xs[i] for i in sel]
                 if base.augment:
                     xb = [random_crop_flip(x, g) for x, g in zip(xb, gens)]
@@ -175,14 +193,16 @@ def fit_packed(split: Split, members: list[torch.Tensor], cfgs: list[TrainConfig
                     xin = xin.contiguous(memory_format=torch.channels_last)
                 for group in opt.param_groups:
                     group["lr"] = lr_at(base, (epoch - 1) * steps + s, total)
-                z = model(xin)                                        # (K, B, classes)
+                z = model(xin)  # (K, B, classes)
                 yb = torch.stack([ys[i] for i in sel])
                 loss = F.cross_entropy(z.reshape(-1, z.shape[-1]), yb.reshape(-1)) * k
                 if reg is not None:
                     loss = loss + reg(model)
                 if not torch.isfinite(loss):
-                    raise TrainingDiverged(f"packed training diverged at epoch {epoch}, step {s} "
-                                           f"(norm={base.norm}, lr={base.lr}); lower lr")
+                    raise TrainingDiverged(
+                        f"packed training diverged at epoch {epoch}, step {s} "
+                        f"(norm={base.norm}, lr={base.lr}); lower lr"
+                    )
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -1,6 +1,7 @@
 """Per-sample gradient-norm probes recorded during training (notebook 02): which samples are
 probed, the `on_epoch_end` hook that `bnpaper.units.trained` runs inside its cached unit, and
 the analysis of the recorded norms (medians, noisy/clean ratios, per-group ratios)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ class GradProbe:
     """At `epochs`: 'eval' norms of `n_probe` random training samples, and 'batch' norms (total
     and per parameter group) and 'batch_fixed' norms in `batches` training batches of
     `batch_size` (all noisy samples of a batch and as many clean ones). Part of the unit's key."""
+
     epochs: tuple[int, ...]
     n_probe: int
     batches: int
@@ -28,8 +30,8 @@ class GradProbe:
     def indices(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The 'eval' subset (n_probe,) and the probe batches (batches, batch_size), own generator."""
         g = torch.Generator().manual_seed(10_007 + self.seed)
-        sub = torch.randperm(n, generator=g)[:self.n_probe]
-        b = torch.randperm(n, generator=g)[:self.batches * self.batch_size]
+        sub = torch.randperm(n, generator=g)[: self.n_probe]
+        b = torch.randperm(n, generator=g)[: self.batches * self.batch_size]
         return sub, b.view(self.batches, self.batch_size)
 
     def hook(self, split: Split):
@@ -47,7 +49,7 @@ class GradProbe:
             norms_b, noisy_b, norms_f, groups_b = [], [], [], {}
             for b in batches:
                 sel = m[b].clone()
-                sel[torch.nonzero(~m[b]).flatten()[:int(sel.sum())]] = True
+                sel[torch.nonzero(~m[b]).flatten()[: int(sel.sum())]] = True
                 r = grads.per_sample_grad_norms(model, xs[b], split.y[b], mode="batch", select=sel)
                 norms_b += r.total[sel].tolist()
                 noisy_b += m[b][sel].tolist()
@@ -59,6 +61,7 @@ class GradProbe:
             out["batch_fixed_norm"], out["batch_fixed_noisy"] = norms_f, noisy_b
             out["batch_groups"] = groups_b
             return {"grads": out}
+
         return on_epoch_end
 
 
@@ -78,14 +81,17 @@ def records(history: dict, mode: str = "batch") -> list[tuple[int, np.ndarray, n
     `MODES` ('batch' and 'batch_fixed' share their samples: the noisy + as many clean)."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}; allowed: {MODES}")
-    return [(r["epoch"], np.asarray(r[f"{mode}_norm"], float),
-             np.asarray(r[f"{mode}_noisy"], bool)) for r in history["grads"]]
+    return [
+        (r["epoch"], np.asarray(r[f"{mode}_norm"], float), np.asarray(r[f"{mode}_noisy"], bool))
+        for r in history["grads"]
+    ]
 
 
 @dataclass(frozen=True)
 class Medians:
     """(runs, probe epochs) arrays: the median norm of noisy and of clean probe samples, and the
     share of the summed norms carried by the noisy samples."""
+
     noisy: np.ndarray
     clean: np.ndarray
     share: np.ndarray
@@ -98,8 +104,10 @@ class Medians:
 
 def medians(histories: Sequence[dict], mode: str = "batch") -> Medians:
     """The medians and noisy share of one probe definition (`MODES`), one row per run."""
-    rows = [[(np.median(v[k]), np.median(v[~k]), v[k].sum() / v.sum())
-             for _, v, k in records(h, mode)] for h in histories]
+    rows = [
+        [(np.median(v[k]), np.median(v[~k]), v[k].sum() / v.sum()) for _, v, k in records(h, mode)]
+        for h in histories
+    ]
     a = np.array(rows, dtype=float)  # (runs, epochs, 3)
     return Medians(a[..., 0], a[..., 1], a[..., 2])
 
@@ -127,8 +135,10 @@ def fixed_over_batch(histories: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]
     batch statistics is dropped (1: not at all)."""
     noisy, clean = [], []
     for h in histories:
-        rel = [(vf / vb, k) for (_, vb, k), (_, vf, _) in zip(records(h, "batch"),
-                                                             records(h, "batch_fixed"))]
+        rel = [
+            (vf / vb, k)
+            for (_, vb, k), (_, vf, _) in zip(records(h, "batch"), records(h, "batch_fixed"))
+        ]
         noisy.append([np.median(r[k]) for r, k in rel])
         clean.append([np.median(r[~k]) for r, k in rel])
     return np.array(noisy), np.array(clean)
@@ -140,12 +150,12 @@ def probe_counts(histories: Sequence[dict], mode: str = "batch") -> str:
     22-30 clean' (per run)."""
     k = [records(h, mode)[0][2] for h in histories]
     span = lambda c: f"{min(c)}" if min(c) == max(c) else f"{min(c)}-{max(c)}"
-    return (f"{span([int(x.sum()) for x in k])} noisy, "
-            f"{span([int((~x).sum()) for x in k])} clean")
+    return f"{span([int(x.sum()) for x in k])} noisy, {span([int((~x).sum()) for x in k])} clean"
 
 
-def pooled_log10(histories: Sequence[dict], epoch: int, mode: str = "batch"
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def pooled_log10(
+    histories: Sequence[dict], epoch: int, mode: str = "batch"
+) -> tuple[np.ndarray, np.ndarray]:
     """log10 of the norms at one probe epoch, pooled over runs (floored at 1e-12), and the
     noisy mask."""
     rec = [(v, k) for h in histories for e, v, k in records(h, mode) if e == epoch]
@@ -175,15 +185,24 @@ def summary(histories: dict[str, Sequence[dict]]) -> dict:
         for mode in MODES:
             key = "ratio" if mode == "batch" else f"ratio_{mode}"
             out[key][n] = t_mean(after_init(medians(hs, mode).ratio, ep)).as_dict()
-        out["ratio_by_group"][n] = {g: t_mean(after_init(group_ratio(hs, g), ep)).as_dict()
-                                    for g in groups(hs[0])}
+        out["ratio_by_group"][n] = {
+            g: t_mean(after_init(group_ratio(hs, g), ep)).as_dict() for g in groups(hs[0])
+        }
     bn_like = [n for n in histories if n in ("bn", "bn_noaffine")]
     late = ep > 0
-    out["fixed_over_batch_median"] = {n: dict(zip(("noisy", "clean"), (
-        float(v[:, late].mean()) for v in fixed_over_batch(histories[n])))) for n in bn_like}
+    out["fixed_over_batch_median"] = {
+        n: dict(
+            zip(
+                ("noisy", "clean"),
+                (float(v[:, late].mean()) for v in fixed_over_batch(histories[n])),
+            )
+        )
+        for n in bn_like
+    }
     batch = {n: medians(hs, "batch") for n, hs in histories.items()}
     out["median_noisy_norm_final"] = {n: float(m.noisy[:, -1].mean()) for n, m in batch.items()}
     out["median_clean_norm_final"] = {n: float(m.clean[:, -1].mean()) for n, m in batch.items()}
-    out["noisy_share_eval_final"] = {n: float(medians(hs, "eval").share[:, -1].mean())
-                                     for n, hs in histories.items()}
+    out["noisy_share_eval_final"] = {
+        n: float(medians(hs, "eval").share[:, -1].mean()) for n, hs in histories.items()
+    }
     return out

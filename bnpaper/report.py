@@ -1,6 +1,7 @@
 """The reproduction report: every notebook's claims (results/<notebook>/<dataset>/results.json)
 collected into one table "paper says / we measured / verdict", written to figures/REPORT.md
 and mirrored into the README between markers (a test checks the README is up to date)."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,10 @@ from .config import NOTEBOOKS, repo_root
 from .store import atomic_write_bytes
 
 START, END = "<!-- report:start -->", "<!-- report:end -->"
-HEADER = ("| section | claim (paper's words) | paper says | we measured [95% CI] "
-          "| clean test acc. | data / budget | verdict |\n|---|---|---|---|---|---|---|")
+HEADER = (
+    "| section | claim (paper's words) | paper says | we measured [95% CI] "
+    "| clean test acc. | data / budget | verdict |\n|---|---|---|---|---|---|---|"
+)
 
 
 def is_reference(label: str) -> bool:
@@ -22,8 +25,9 @@ def is_reference(label: str) -> bool:
     return "." not in label
 
 
-def collect(root: Path | None = None, dataset: str | None = None,
-            every_configuration: bool = False) -> list[tuple[str, str, dict]]:
+def collect(
+    root: Path | None = None, dataset: str | None = None, every_configuration: bool = False
+) -> list[tuple[str, str, dict]]:
     """(notebook, folder label, results) for the results.json below `root`/results (default: the
     repository's committed results): the reference configurations, or with
     `every_configuration` every committed configuration (results/<nb>/<label>/)."""
@@ -67,23 +71,32 @@ def claim_row(nb: str, claim: dict) -> str:
         measured += " (no interval: n/a)"
     if claim.get("unit"):
         measured += f" {claim['unit']}"
-    cells = [nb.split("_")[0], claim.get("claim", ""), claim.get("paper", ""), measured,
-             _acc(claim.get("clean_test_acc")),
-             f"{claim.get('dataset', '')} / {claim.get('budget', '')}",
-             f"**{claim.get('verdict', 'inconclusive')}**"
-             + (f" ({claim['magnitude']})" if claim.get("magnitude") else "")]
+    cells = [
+        nb.split("_")[0],
+        claim.get("claim", ""),
+        claim.get("paper", ""),
+        measured,
+        _acc(claim.get("clean_test_acc")),
+        f"{claim.get('dataset', '')} / {claim.get('budget', '')}",
+        f"**{claim.get('verdict', 'inconclusive')}**"
+        + (f" ({claim['magnitude']})" if claim.get("magnitude") else ""),
+    ]
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 
 def table(root: Path | None = None, dataset: str | None = None) -> str:
     """The claims table of the reference configurations: rows by notebook (01..05), then
     dataset, in each notebook's order."""
-    rows = [claim_row(nb, c) for nb, _, res in collect(root, dataset) for c in res.get("claims", [])]
+    rows = [
+        claim_row(nb, c) for nb, _, res in collect(root, dataset) for c in res.get("claims", [])
+    ]
     return HEADER + "\n" + "\n".join(rows)
 
 
-MATRIX_HEADER = ("| claim | configuration (folder) | architecture | we measured [95% CI] "
-                 "| clean test acc. | verdict |\n|---|---|---|---|---|---|")
+MATRIX_HEADER = (
+    "| claim | configuration (folder) | architecture | we measured [95% CI] "
+    "| clean test acc. | verdict |\n|---|---|---|---|---|---|"
+)
 MULTIPLE_TESTING = (
     "Multiple testing: within one notebook run the paper's claims are one family and the "
     "exploratory questions (controls, mitigation frontier, pool-size trend) another, each "
@@ -92,7 +105,8 @@ MULTIPLE_TESTING = (
     "and says so. "
     "Across the matrix no further correction is made: the paper's claim is that an effect holds "
     "in every setting, and a conjunction of tests each at level alpha is itself a level-alpha "
-    "test (intersection-union), so each cell is read on its own.")
+    "test (intersection-union), so each cell is read on its own."
+)
 
 
 def matrix_table(root: Path | None = None) -> str:
@@ -102,35 +116,62 @@ def matrix_table(root: Path | None = None) -> str:
     found = collect(root, every_configuration=True)
     if all(is_reference(label) for _, label, _ in found):
         return ""
-    rows = sorted(((c.get("id", ""), nb, label, res, c) for nb, label, res in found
-                   for c in res.get("claims", [])), key=lambda t: (t[0], t[2]))
+    rows = sorted(
+        (
+            (c.get("id", ""), nb, label, res, c)
+            for nb, label, res in found
+            for c in res.get("claims", [])
+        ),
+        key=lambda t: (t[0], t[2]),
+    )
     lines = []
     for cid, nb, label, res, c in rows:
         p = res.get("params", {})
         arch = p.get("arch") or ", ".join(p.get("archs", []))
         measured = _num(c.get("measured")) + (
-            f" [{_num(c['lo'])}, {_num(c['hi'])}]" if c.get("lo") is not None and c.get("hi") is not None
-            and math.isfinite(c["lo"]) and math.isfinite(c["hi"]) else "")
-        cells = [f"{cid}: {c.get('claim', '')}", label + (" (reference)" if is_reference(label) else ""),
-                 arch, measured, _acc(c.get("clean_test_acc")), f"**{c.get('verdict', 'inconclusive')}**"
-                 + (f" ({c['magnitude']})" if c.get("magnitude") else "")]
+            f" [{_num(c['lo'])}, {_num(c['hi'])}]"
+            if c.get("lo") is not None
+            and c.get("hi") is not None
+            and math.isfinite(c["lo"])
+            and math.isfinite(c["hi"])
+            else ""
+        )
+        cells = [
+            f"{cid}: {c.get('claim', '')}",
+            label + (" (reference)" if is_reference(label) else ""),
+            arch,
+            measured,
+            _acc(c.get("clean_test_acc")),
+            f"**{c.get('verdict', 'inconclusive')}**"
+            + (f" ({c['magnitude']})" if c.get("magnitude") else ""),
+        ]
         lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
     return MATRIX_HEADER + "\n" + "\n".join(lines)
 
 
-MATRIX_FIGURES = ("memorization_curves", "controls", "delta_auc", "delta_auc_vs_size", "gamma_sigma_drivers")
+MATRIX_FIGURES = (
+    "memorization_curves",
+    "controls",
+    "delta_auc",
+    "delta_auc_vs_size",
+    "gamma_sigma_drivers",
+)
 MARK = {"reproduced": "✓", "not reproduced": "✗", "inconclusive": "?"}
-GLANCE_NOTE = ("Each cell: the measured effect (the claim's estimate: a difference BN minus no-BN, a "
-               "ratio or a share, as in the long table), the verdict (✓ reproduced, ✗ not reproduced, "
-               "? inconclusive) and the clean test accuracy of the compared models, in the order the "
-               "long table names them. A column is one configuration: dataset, architecture, budget "
-               "(quick: the reference run; full: the matrix).")
+GLANCE_NOTE = (
+    "Each cell: the measured effect (the claim's estimate: a difference BN minus no-BN, a "
+    "ratio or a share, as in the long table), the verdict (✓ reproduced, ✗ not reproduced, "
+    "? inconclusive) and the clean test accuracy of the compared models, in the order the "
+    "long table names them. A column is one configuration: dataset, architecture, budget "
+    "(quick: the reference run; full: the matrix)."
+)
 
 
 def _case(c: dict) -> str:
     """What tells one row of a claim from another inside a configuration (corruption, mix,
     subgroup, case, alternative; the architecture for notebook 04's per-network rows)."""
-    keys = ("corruption", "mix", "subgroup", "alternative") + (("arch",) if str(c.get("id", "")).startswith("04.") else ())
+    keys = ("corruption", "mix", "subgroup", "alternative") + (
+        ("arch",) if str(c.get("id", "")).startswith("04.") else ()
+    )
     vals = []
     for k in keys:
         v = c.get(k)
@@ -159,20 +200,36 @@ def glance_tables(root: Path | None = None) -> str:
         if len(confs) < 2:
             continue
         confs.sort(key=lambda t: (not is_reference(t[0]), t[0]))
-        cols = [label for label, _ in confs]  # a column per folder; the header names dataset, arch, budget
+        cols = [
+            label for label, _ in confs
+        ]  # a column per folder; the header names dataset, arch, budget
         cells: dict[tuple[str, str], dict[str, str]] = {}
         words: dict[tuple[str, str], str] = {}
         for label, res in confs:
             for c in res.get("claims", []):
                 key = (c.get("id", ""), _case(c))
                 words.setdefault(key, c.get("claim", ""))
-                acc = "/".join(f"{v:.2f}" for v in (c.get("clean_test_acc") or {}).values()
-                               if isinstance(v, (int, float)))
+                acc = "/".join(
+                    f"{v:.2f}"
+                    for v in (c.get("clean_test_acc") or {}).values()
+                    if isinstance(v, (int, float))
+                )
                 cells.setdefault(key, {})[label] = (
-                    f"{_num(c.get('measured'))} {MARK.get(c.get('verdict'), '?')}" + (f"<br>acc {acc}" if acc else ""))
-        head = "| claim | " + " | ".join(_column(label, res) for label, res in confs) + " |\n|---|" + "---|" * len(cols)
-        lines = [f"| {_cell(words[k] + (f' [{k[1]}]' if k[1] else ''))} | "
-                 + " | ".join(_cell(cells[k].get(col, "-")) for col in cols) + " |" for k in sorted(cells)]
+                    f"{_num(c.get('measured'))} {MARK.get(c.get('verdict'), '?')}"
+                    + (f"<br>acc {acc}" if acc else "")
+                )
+        head = (
+            "| claim | "
+            + " | ".join(_column(label, res) for label, res in confs)
+            + " |\n|---|"
+            + "---|" * len(cols)
+        )
+        lines = [
+            f"| {_cell(words[k] + (f' [{k[1]}]' if k[1] else ''))} | "
+            + " | ".join(_cell(cells[k].get(col, "-")) for col in cols)
+            + " |"
+            for k in sorted(cells)
+        ]
         parts += [f"### {nb}", "", head, *lines, ""]
     return "\n".join(parts)
 
@@ -187,14 +244,33 @@ def configurations_table(root: Path | None = None) -> str:
         t = root / "results" / nb / label / "run_time.json"
         secs = json.loads(t.read_text())["seconds"] if t.exists() else None
         n_train = p.get("n_train")
-        rows.append("| " + " | ".join(_cell(x) for x in (
-            nb.split("_")[0], label, p.get("budget", ""), p.get("arch") or "+".join(p.get("archs", [])),
-            ", ".join(f"{k} {v}" for k, v in n_train.items()) if isinstance(n_train, dict) else n_train,
-            ", ".join(f"{k} {v}" for k, v in p["epochs"].items()) if isinstance(p.get("epochs"), dict) else p.get("epochs"),
-            p.get("seeds"), "+".join(p.get("norms", [])) or "-", p.get("n_shadows", "-"),
-            f"{secs / 60:.1f} min" if secs is not None else "n/a")) + " |")
-    head = ("| nb | configuration (folder) | budget | architecture | training images | epochs | seeds "
-            "| norms | shadow models per norm and pool | run time |\n|---|---|---|---|---|---|---|---|---|---|")
+        rows.append(
+            "| "
+            + " | ".join(
+                _cell(x)
+                for x in (
+                    nb.split("_")[0],
+                    label,
+                    p.get("budget", ""),
+                    p.get("arch") or "+".join(p.get("archs", [])),
+                    ", ".join(f"{k} {v}" for k, v in n_train.items())
+                    if isinstance(n_train, dict)
+                    else n_train,
+                    ", ".join(f"{k} {v}" for k, v in p["epochs"].items())
+                    if isinstance(p.get("epochs"), dict)
+                    else p.get("epochs"),
+                    p.get("seeds"),
+                    "+".join(p.get("norms", [])) or "-",
+                    p.get("n_shadows", "-"),
+                    f"{secs / 60:.1f} min" if secs is not None else "n/a",
+                )
+            )
+            + " |"
+        )
+    head = (
+        "| nb | configuration (folder) | budget | architecture | training images | epochs | seeds "
+        "| norms | shadow models per norm and pool | run time |\n|---|---|---|---|---|---|---|---|---|---|"
+    )
     return head + "\n" + "\n".join(rows)
 
 
@@ -202,57 +278,99 @@ def run_time_line(root: Path | None = None, dataset: str = "fashion_mnist") -> s
     """One line with every notebook's recorded wall time (results/<nb>/<dataset>/run_time.json,
     written by the runner), or "" when none is recorded."""
     root = root or repo_root()
-    recs = [json.loads(p.read_text()) for nb in NOTEBOOKS
-            for p in [root / "results" / nb / dataset / "run_time.json"] if p.exists()]
+    recs = [
+        json.loads(p.read_text())
+        for nb in NOTEBOOKS
+        for p in [root / "results" / nb / dataset / "run_time.json"]
+        if p.exists()
+    ]
     if not recs:
         return ""
     total = sum(r["seconds"] for r in recs)
     budgets = sorted({r["budget"] for r in recs})
     cores = sorted({r.get("cpu_count") for r in recs}, key=str)
     first = recs[0].get("cache_entries_at_start", 0)
-    start = ("the run started from an empty run cache (a later notebook reuses the units an "
-             "earlier one trained with the same configuration)" if not first else
-             f"the run started with {first} cached units (faster than a cold run)")
+    start = (
+        "the run started from an empty run cache (a later notebook reuses the units an "
+        "earlier one trained with the same configuration)"
+        if not first
+        else f"the run started with {first} cached units (faster than a cold run)"
+    )
     times = " · ".join(f"{r['notebook'].split('_')[0]} {r['seconds']:.0f} s" for r in recs)
-    return (f"Run time ({'/'.join(budgets)} budget, {dataset}, {'/'.join(map(str, cores))} cores): "
-            f"{times} · total {total / 60:.1f} min; {start}.")
+    return (
+        f"Run time ({'/'.join(budgets)} budget, {dataset}, {'/'.join(map(str, cores))} cores): "
+        f"{times} · total {total / 60:.1f} min; {start}."
+    )
 
 
 def _figures(root: Path, nb: str, dataset: str, res: dict) -> list[str]:
     if res.get("key_figures"):
         return list(res["key_figures"])
-    return [str(p.relative_to(root)) for p in sorted((root / "figures" / nb / dataset).glob("*.png"))]
+    return [
+        str(p.relative_to(root)) for p in sorted((root / "figures" / nb / dataset).glob("*.png"))
+    ]
 
 
 def render(root: Path | None = None) -> str:
     """The whole REPORT.md text (paths of figures relative to figures/)."""
     root = root or repo_root()
-    parts = ["# bnpaper reproduction report", "",
-             "Generated by `python -m bnpaper report` from `results/*/*/results.json`; "
-             "every number comes from the notebooks' runs.", "", table(root), "",
-             MULTIPLE_TESTING, ""]
+    parts = [
+        "# bnpaper reproduction report",
+        "",
+        "Generated by `python -m bnpaper report` from `results/*/*/results.json`; "
+        "every number comes from the notebooks' runs.",
+        "",
+        table(root),
+        "",
+        MULTIPLE_TESTING,
+        "",
+    ]
     timing = run_time_line(root)
     if timing:
         parts += [timing, ""]
     matrix = matrix_table(root)
     if matrix:
-        parts += ["## The matrix at a glance", "", GLANCE_NOTE, "", glance_tables(root),
-                  "## What each configuration used", "", configurations_table(root), "",
-                  "## Every committed configuration (the matrix)", "",
-                  "One row per claim and configuration; the folder names the dataset, the budget "
-                  "and every value that differs from the budget's own configuration.", "", matrix, ""]
-    shown = [(nb, label, f) for nb, label, res in collect(root, every_configuration=True) if not is_reference(label)
-             for f in _figures(root, nb, label, res) if Path(f).stem in MATRIX_FIGURES]
+        parts += [
+            "## The matrix at a glance",
+            "",
+            GLANCE_NOTE,
+            "",
+            glance_tables(root),
+            "## What each configuration used",
+            "",
+            configurations_table(root),
+            "",
+            "## Every committed configuration (the matrix)",
+            "",
+            "One row per claim and configuration; the folder names the dataset, the budget "
+            "and every value that differs from the budget's own configuration.",
+            "",
+            matrix,
+            "",
+        ]
+    shown = [
+        (nb, label, f)
+        for nb, label, res in collect(root, every_configuration=True)
+        if not is_reference(label)
+        for f in _figures(root, nb, label, res)
+        if Path(f).stem in MATRIX_FIGURES
+    ]
     if shown:
         parts += ["## Figures of the matrix", ""]
         for nb, label, f in shown:
-            parts += [f"**{nb} · {label}**", "", f"![{Path(f).stem}]({os.path.relpath(root / f, root / 'figures')})", ""]
+            parts += [
+                f"**{nb} · {label}**",
+                "",
+                f"![{Path(f).stem}]({os.path.relpath(root / f, root / 'figures')})",
+                "",
+            ]
     for nb, ds, res in collect(root):
         figs = _figures(root, nb, ds, res)
         if figs:
             parts += [f"## {nb} ({ds})", ""]
-            parts += [f"![{Path(f).stem}]({os.path.relpath(root / f, root / 'figures')})"
-                      for f in figs]
+            parts += [
+                f"![{Path(f).stem}]({os.path.relpath(root / f, root / 'figures')})" for f in figs
+            ]
             parts.append("")
     return "\n".join(parts)
 
@@ -268,11 +386,17 @@ def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> st
     """The README's report block: the claims table of the committed results of `dataset`
     and the first key figure of each notebook (paths relative to the repository root)."""
     root = root or repo_root()
-    figs = [f"![{nb} {Path(f).stem}]({f})" for nb, _, res in collect(root, dataset)
-            for f in _figures(root, nb, dataset, res)[:1]]
+    figs = [
+        f"![{nb} {Path(f).stem}]({f})"
+        for nb, _, res in collect(root, dataset)
+        for f in _figures(root, nb, dataset, res)[:1]
+    ]
     timing = run_time_line(root, dataset)
-    body = table(root, dataset) + (f"\n\n{timing}" if timing else "") + (
-        "\n\n" + "\n".join(figs) if figs else "")
+    body = (
+        table(root, dataset)
+        + (f"\n\n{timing}" if timing else "")
+        + ("\n\n" + "\n".join(figs) if figs else "")
+    )
     return f"{START}\n{body}\n{END}"
 
 

@@ -7,6 +7,7 @@ same configuration. Only `reference=True` (`make reproduce`: the quick budget, n
 writes the repository's figures/ and results/; every other run writes beside its executed
 notebooks under runs/.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,23 +44,33 @@ def split_overrides(notebooks: list[str], overrides: dict[str, Any]) -> dict[str
             prefix, name = key.split(".", 1)
             nb = params.notebook_name(prefix)
             if nb not in per:
-                raise ConfigError(f"-p {key}: notebook {nb} is not selected (selected: {notebooks})")
+                raise ConfigError(
+                    f"-p {key}: notebook {nb} is not selected (selected: {notebooks})"
+                )
             if name not in params.DECLARATIONS[nb]:
-                raise ConfigError(f"-p {key}: unknown parameter {name!r} for notebook {nb}; "
-                                  f"known: {sorted(params.DECLARATIONS[nb])}")
+                raise ConfigError(
+                    f"-p {key}: unknown parameter {name!r} for notebook {nb}; "
+                    f"known: {sorted(params.DECLARATIONS[nb])}"
+                )
             per[nb][name] = value
             continue
         targets = [nb for nb in notebooks if key in params.DECLARATIONS[nb]]
         if not targets:
-            raise ConfigError(f"-p {key}: unknown parameter {key!r}: no selected notebook "
-                              f"({', '.join(notebooks)}) declares it")
+            raise ConfigError(
+                f"-p {key}: unknown parameter {key!r}: no selected notebook "
+                f"({', '.join(notebooks)}) declares it"
+            )
         for nb in targets:
             per[nb][key] = value
     return per
 
 
-def plan(dataset: str, budget: str, only: Sequence[str] | None = None,
-         overrides: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+def plan(
+    dataset: str,
+    budget: str,
+    only: Sequence[str] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, dict[str, Any]]:
     """{notebook: the explicit values papermill injects}, every notebook's full parameters
     resolved and checked first (a bad value anywhere fails here, before anything runs)."""
     params.check_params_files()
@@ -97,10 +108,14 @@ def _engine(log: Callable[[str], None], notebook: str):
             def cell_complete(cell, cell_index=None, **kw):
                 done(cell, cell_index=cell_index, **kw)
                 if cell.cell_type == "code" and cell_index in code:
-                    log(f"[bnpaper] {notebook}: cell {code.index(cell_index) + 1}/{len(code)} "
-                        f"done ({time.perf_counter() - t0:.0f} s)")
+                    log(
+                        f"[bnpaper] {notebook}: cell {code.index(cell_index) + 1}/{len(code)} "
+                        f"done ({time.perf_counter() - t0:.0f} s)"
+                    )
+
             nb_man.cell_complete = cell_complete
             return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
     return Engine
 
 
@@ -113,25 +128,44 @@ def execute(notebook: str, injected: dict[str, Any], dst: Path, log=print) -> No
     papermill_engines.register("bnpaper", _engine(log, notebook))
     src = repo_root() / "notebooks" / f"{notebook}.ipynb"
     try:
-        pm.execute_notebook(str(src), str(dst), parameters=injected, kernel_name="python3",
-                            cwd=str(dst.parent), progress_bar=False, engine_name="bnpaper")
+        pm.execute_notebook(
+            str(src),
+            str(dst),
+            parameters=injected,
+            kernel_name="python3",
+            cwd=str(dst.parent),
+            progress_bar=False,
+            engine_name="bnpaper",
+        )
     except pm.PapermillExecutionError as exc:
-        raise NotebookFailed(f"notebook {notebook} failed: {exc.ename}: "
-                             f"{exc.evalue.splitlines()[0] if exc.evalue else ''} "
-                             f"(executed copy: {dst})") from None
+        raise NotebookFailed(
+            f"notebook {notebook} failed: {exc.ename}: "
+            f"{exc.evalue.splitlines()[0] if exc.evalue else ''} "
+            f"(executed copy: {dst})"
+        ) from None
     except DeadKernelError:
-        raise NotebookFailed(f"notebook {notebook}: the kernel died (out of memory, or killed); "
-                             f"executed copy: {dst}") from None
+        raise NotebookFailed(
+            f"notebook {notebook}: the kernel died (out of memory, or killed); executed copy: {dst}"
+        ) from None
 
 
-def run(dataset: str, budget: str, only: Sequence[str] | None = None,
-        overrides: dict[str, Any] | None = None, out_dir: str | Path | None = None,
-        reference: bool = False, log=print, _matrix: bool = False) -> list[RunRecord]:
+def run(
+    dataset: str,
+    budget: str,
+    only: Sequence[str] | None = None,
+    overrides: dict[str, Any] | None = None,
+    out_dir: str | Path | None = None,
+    reference: bool = False,
+    log=print,
+    _matrix: bool = False,
+) -> list[RunRecord]:
     """Execute the notebooks into `out_dir` (default runs/<budget>/<dataset>)."""
     if reference and not _matrix and (budget != "quick" or overrides):
-        raise ConfigError(f"--reference is the quick budget without -p overrides (got budget "
-                          f"{budget!r}, overrides {dict(overrides or {})}); drop --reference, or "
-                          "run the shipped matrix (`python -m bnpaper matrix --reference`)")
+        raise ConfigError(
+            f"--reference is the quick budget without -p overrides (got budget "
+            f"{budget!r}, overrides {dict(overrides or {})}); drop --reference, or "
+            "run the shipped matrix (`python -m bnpaper matrix --reference`)"
+        )
     todo = plan(dataset, budget, only, overrides)
     out = Path(out_dir) if out_dir else repo_root() / "runs" / budget / dataset
     out.mkdir(parents=True, exist_ok=True)
@@ -183,13 +217,20 @@ def cache_entries() -> int:
     return sum(1 for _ in root.glob("*/*.pt")) if root.exists() else 0
 
 
-def write_run_time(notebook: str, label: str, budget: str, seconds: float,
-                   cache_entries_at_start: int) -> None:
+def write_run_time(
+    notebook: str, label: str, budget: str, seconds: float, cache_entries_at_start: int
+) -> None:
     """Record a notebook's wall time next to its results, in its configuration's folder (the
     report shows it)."""
     path = output_root() / "results" / notebook / label / "run_time.json"
-    rec = {"notebook": notebook, "label": label, "budget": budget, "seconds": round(seconds, 1),
-           "cpu_count": os.cpu_count(), "cache_entries_at_start": cache_entries_at_start}
+    rec = {
+        "notebook": notebook,
+        "label": label,
+        "budget": budget,
+        "seconds": round(seconds, 1),
+        "cpu_count": os.cpu_count(),
+        "cache_entries_at_start": cache_entries_at_start,
+    }
     atomic_write_bytes(path, (json.dumps(rec, indent=1) + "\n").encode())
 
 
@@ -197,6 +238,7 @@ def write_run_time(notebook: str, label: str, budget: str, seconds: float,
 class MatrixEntry:
     """One configuration of the matrix: notebooks, dataset and the values that differ from the
     matrix's budget (its results folder is `params.config_label` of them)."""
+
     notebooks: tuple[str, ...]
     dataset: str
     values: tuple[tuple[str, Any], ...]
@@ -211,13 +253,21 @@ def read_matrix(path: Path | None = None) -> tuple[str, list[MatrixEntry]]:
         raise ConfigError(f"matrix file {path} does not exist")
     doc = params.load_yaml(path.read_text()) or {}
     if not isinstance(doc, dict) or set(doc) - {"budget", "runs"} or "runs" not in doc:
-        raise ConfigError(f"{path}: a matrix file holds `budget` and `runs`, got {sorted(doc) if isinstance(doc, dict) else doc!r}")
+        raise ConfigError(
+            f"{path}: a matrix file holds `budget` and `runs`, got {sorted(doc) if isinstance(doc, dict) else doc!r}"
+        )
     budget = doc.get("budget", "full")
     entries = []
     for i, r in enumerate(doc["runs"]):
-        if not isinstance(r, dict) or set(r) - {"notebooks", "datasets", "set"} or not {"notebooks", "datasets"} <= set(r):
-            raise ConfigError(f"{path}: run {i + 1} must have `notebooks`, `datasets` and optionally "
-                              f"`set`, got {r!r}")
+        if (
+            not isinstance(r, dict)
+            or set(r) - {"notebooks", "datasets", "set"}
+            or not {"notebooks", "datasets"} <= set(r)
+        ):
+            raise ConfigError(
+                f"{path}: run {i + 1} must have `notebooks`, `datasets` and optionally "
+                f"`set`, got {r!r}"
+            )
         nbs = tuple(resolve_notebooks([str(n) for n in r["notebooks"]]))
         for ds in r["datasets"]:
             over = dict(r.get("set") or {})
@@ -226,17 +276,28 @@ def read_matrix(path: Path | None = None) -> tuple[str, list[MatrixEntry]]:
     return budget, entries
 
 
-def run_matrix(path: Path | None = None, reference: bool = False, out_dir: str | Path | None = None,
-               log=print) -> list[RunRecord]:
+def run_matrix(
+    path: Path | None = None, reference: bool = False, out_dir: str | Path | None = None, log=print
+) -> list[RunRecord]:
     """Run every configuration of the matrix file, one after the other; each configuration's
     figures and results go to its own folder (`params.config_label`), so none overwrites another
     or the quick reference. `reference=True` writes them into the repository."""
     budget, entries = read_matrix(path)
     records = []
     for k, e in enumerate(entries):
-        log(f"[bnpaper] matrix {k + 1}/{len(entries)}: {e.dataset}, {', '.join(e.notebooks)}, "
-            f"{dict(e.values) or 'the budget as is'}")
+        log(
+            f"[bnpaper] matrix {k + 1}/{len(entries)}: {e.dataset}, {', '.join(e.notebooks)}, "
+            f"{dict(e.values) or 'the budget as is'}"
+        )
         out = Path(out_dir or repo_root() / "runs" / budget) / f"{e.dataset}-{k + 1:02d}"
-        records += run(e.dataset, budget, list(e.notebooks), dict(e.values), out, reference=reference,
-                       log=log, _matrix=True)
+        records += run(
+            e.dataset,
+            budget,
+            list(e.notebooks),
+            dict(e.values),
+            out,
+            reference=reference,
+            log=log,
+            _matrix=True,
+        )
     return records

@@ -20,6 +20,7 @@ On Slurm, start the cluster with dask-jobqueue and pass its scheduler address, e
 
 Workers need `bnpaper` installed; results travel back to the client, no shared disk needed.
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -78,13 +79,14 @@ def augment_query(x: torch.Tensor, mirror: bool, dy: int, dx: int, pad: int = 4)
     """Shift (zero padding, as in training) and optionally mirror a batch (B, C, H, W)."""
     if dy or dx:
         h, w = x.shape[-2:]
-        x = F.pad(x, (pad, pad, pad, pad))[..., pad + dy:pad + dy + h, pad + dx:pad + dx + w]
+        x = F.pad(x, (pad, pad, pad, pad))[..., pad + dy : pad + dy + h, pad + dx : pad + dx + w]
     return x.flip(-1) if mirror else x
 
 
 @torch.no_grad()
-def query_logits(model: torch.nn.Module, x: torch.Tensor, queries, mode: str = "eval",
-                 batch: int = 1024) -> torch.Tensor:
+def query_logits(
+    model: torch.nn.Module, x: torch.Tensor, queries, mode: str = "eval", batch: int = 1024
+) -> torch.Tensor:
     """Logits (N, queries, classes) of normalized images x (N, C, H, W).
 
     mode "eval" uses running statistics; "train-batch" normalizes with the statistics of each
@@ -96,8 +98,9 @@ def query_logits(model: torch.nn.Module, x: torch.Tensor, queries, mode: str = "
         model.eval()
     out = []
     for q in queries:
-        out.append(torch.cat([model(augment_query(x[i:i + batch], *q))
-                              for i in range(0, len(x), batch)]))
+        out.append(
+            torch.cat([model(augment_query(x[i : i + batch], *q)) for i in range(0, len(x), batch)])
+        )
     return torch.stack(out, 1).float()
 
 
@@ -105,11 +108,12 @@ def query_logits(model: torch.nn.Module, x: torch.Tensor, queries, mode: str = "
 @dataclass(frozen=True)
 class ShadowTask:
     """Shadows to train together (one model, or K packed LeNets) on rows of one pool."""
+
     split: Split
     cfgs: tuple[TrainConfig, ...]
-    members: tuple[np.ndarray, ...]        # row indices each shadow trains on
-    trainer: str                           # "plain" or "packed"
-    threads: int = 0                       # torch threads in the worker (0: leave as is)
+    members: tuple[np.ndarray, ...]  # row indices each shadow trains on
+    trainer: str  # "plain" or "packed"
+    threads: int = 0  # torch threads in the worker (0: leave as is)
     mitigation: MitigationConfig = MitigationConfig()  # a gamma/sigma regularizer (either trainer)
 
 
@@ -117,8 +121,13 @@ def _train_states(task: ShadowTask) -> list[dict]:
     """The trained weights of every shadow of `task` (the hook tests interrupt)."""
     if task.trainer == "packed":
         from .packed import fit_packed
-        return fit_packed(task.split, [torch.as_tensor(m) for m in task.members], list(task.cfgs),
-                          mitigation=task.mitigation)
+
+        return fit_packed(
+            task.split,
+            [torch.as_tensor(m) for m in task.members],
+            list(task.cfgs),
+            mitigation=task.mitigation,
+        )
     states = []
     for cfg, rows in zip(task.cfgs, task.members):
         r = torch.as_tensor(rows)
@@ -144,10 +153,16 @@ def train_task(task: ShadowTask) -> list[dict]:
         logits, test_logits = query_logits(model, xs, queries), query_logits(model, xt, queries)
         pred, inn = logits[:, 0].argmax(1), torch.zeros(len(xs), dtype=torch.bool)
         inn[torch.as_tensor(rows)] = True
-        out.append({"state": state, "logits": logits, "test_logits": test_logits,
-                    "train_acc": float((pred == s.y)[inn].float().mean()),
-                    "train_clean_acc": float((pred == s.y)[inn & ~s.mask].float().mean()),
-                    "test_acc": float((test_logits[:, 0].argmax(1) == s.y_test).float().mean())})
+        out.append(
+            {
+                "state": state,
+                "logits": logits,
+                "test_logits": test_logits,
+                "train_acc": float((pred == s.y)[inn].float().mean()),
+                "train_clean_acc": float((pred == s.y)[inn & ~s.mask].float().mean()),
+                "test_acc": float((test_logits[:, 0].argmax(1) == s.y_test).float().mean()),
+            }
+        )
     return out
 
 
@@ -166,12 +181,17 @@ class InProcessExecutor(cf.Executor):
 
 def check_executor(spec: str) -> str:
     """Validate an executor spec ("inprocess", "process", "process:N", "dask://host:port")."""
-    ok = isinstance(spec, str) and (spec == "inprocess" or spec == "process" or (spec.startswith("process:")
-          and spec[8:].isdigit() and int(spec[8:]) > 0)
-          or (spec.startswith("dask://") and ":" in spec[7:]))
+    ok = isinstance(spec, str) and (
+        spec == "inprocess"
+        or spec == "process"
+        or (spec.startswith("process:") and spec[8:].isdigit() and int(spec[8:]) > 0)
+        or (spec.startswith("dask://") and ":" in spec[7:])
+    )
     if not ok:
-        raise ConfigError(f"executor={spec!r} is not allowed; choose 'inprocess', 'process', "
-                          "'process:N' or 'dask://host:port'")
+        raise ConfigError(
+            f"executor={spec!r} is not allowed; choose 'inprocess', 'process', "
+            "'process:N' or 'dask://host:port'"
+        )
     return spec
 
 
@@ -187,7 +207,8 @@ def open_executor(spec: str = "inprocess"):
             yield ex, n
     else:
         from dask.distributed import Client
-        client = Client("tcp://" + spec[len("dask://"):], timeout="20s")
+
+        client = Client("tcp://" + spec[len("dask://") :], timeout="20s")
         try:
             n = max(1, sum(w["nthreads"] for w in client.scheduler_info()["workers"].values()))
             yield client.get_executor(), n
@@ -200,6 +221,7 @@ def open_executor(spec: str = "inprocess"):
 class ShadowPool:
     """Scores of M shadow models: phi and log p_y on the pool (M, N, Q) and on the test set
     (M, Z, Q) in float64, correctness (M, N) on the un-augmented query, accuracies (M,)."""
+
     keep: np.ndarray
     phi: np.ndarray
     logp: np.ndarray
@@ -221,10 +243,18 @@ def shadow_configs(base: TrainConfig, m: int, seed: int) -> list[TrainConfig]:
     return [replace(base, seed=seed * 1000 + i) for i in range(m)]
 
 
-def _unit_config(cfg: TrainConfig, rows: np.ndarray, trainer: str,
-                 mitigation: MitigationConfig = MitigationConfig()) -> dict:
-    return {"train": asdict(cfg), "trainer": trainer, "mitigation": mitigation.as_dict(),
-            "keep": hashlib.sha256(np.asarray(rows, np.int64).tobytes()).hexdigest()}
+def _unit_config(
+    cfg: TrainConfig,
+    rows: np.ndarray,
+    trainer: str,
+    mitigation: MitigationConfig = MitigationConfig(),
+) -> dict:
+    return {
+        "train": asdict(cfg),
+        "trainer": trainer,
+        "mitigation": mitigation.as_dict(),
+        "keep": hashlib.sha256(np.asarray(rows, np.int64).tobytes()).hexdigest(),
+    }
 
 
 def _trainer(trainer: str, arch: str, pack_size: int) -> str:
@@ -237,11 +267,20 @@ def _trainer(trainer: str, arch: str, pack_size: int) -> str:
     return trainer
 
 
-def run_shadows(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0,
-                executor: str = "inprocess", trainer: str = "auto", pack_size: int = 8,
-                bn_query_mode: str = "eval", store: Store | None = None,
-                progress: bool = True, threads: int = 0,
-                mitigation: MitigationConfig = MitigationConfig()) -> ShadowPool:
+def run_shadows(
+    split: Split,
+    base: TrainConfig,
+    keep: np.ndarray,
+    seed: int = 0,
+    executor: str = "inprocess",
+    trainer: str = "auto",
+    pack_size: int = 8,
+    bn_query_mode: str = "eval",
+    store: Store | None = None,
+    progress: bool = True,
+    threads: int = 0,
+    mitigation: MitigationConfig = MitigationConfig(),
+) -> ShadowPool:
     """Train (or load) the M = len(keep) shadows of `split` and return their scores.
 
     trainer "auto" packs LeNets (`pack_size` per unit), with or without a `mitigation` (the
@@ -263,15 +302,26 @@ def run_shadows(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0
         g = next((g for g in groups if len(g) < size and len(rows[g[0]]) == len(rows[i])), None)
         g.append(i) if g is not None else groups.append([i])
     done = {}
-    bar = tqdm(total=len(keep), initial=len(keep) - len(missing), disable=not progress,
-               desc=f"shadows {base.arch}/{base.norm}", leave=False)
+    bar = tqdm(
+        total=len(keep),
+        initial=len(keep) - len(missing),
+        disable=not progress,
+        desc=f"shadows {base.arch}/{base.norm}",
+        leave=False,
+    )
     with open_executor(executor) as (ex, n_workers):
         todo, running = deque(groups), {}
         while todo or running:
             while todo and len(running) < n_workers:
                 g = todo.popleft()
-                task = ShadowTask(split, tuple(cfgs[i] for i in g), tuple(rows[i] for i in g),
-                                  "packed" if len(g) > 1 else "plain", threads, mitigation)
+                task = ShadowTask(
+                    split,
+                    tuple(cfgs[i] for i in g),
+                    tuple(rows[i] for i in g),
+                    "packed" if len(g) > 1 else "plain",
+                    threads,
+                    mitigation,
+                )
                 running[ex.submit(train_task, task)] = g
             fin, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
             for fut in fin:
@@ -283,39 +333,65 @@ def run_shadows(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0
     bar.close()
     xs = normalize(split.x, split.mean, split.std)
     c, h = split.x.shape[1], split.x.shape[2]
-    acc = {k: [] for k in ("phi", "logp", "test_logp", "correct", "train_acc",
-                           "train_clean_acc", "test_acc")}
+    acc = {
+        k: []
+        for k in ("phi", "logp", "test_logp", "correct", "train_acc", "train_clean_acc", "test_acc")
+    }
     for cfg, u in zip(cfgs, units):
         res = store.load("shadow", u, fp)
         logits = res["logits"]
         if bn_query_mode != "eval":
             model = build_model(cfg.arch, cfg.norm, c, split.n_classes, h)
             model.load_state_dict(res["state"])
-            logits = query_logits(model, xs, query_shifts(tuple(split.x.shape[1:]), cfg.augment),
-                                  bn_query_mode)
+            logits = query_logits(
+                model, xs, query_shifts(tuple(split.x.shape[1:]), cfg.augment), bn_query_mode
+            )
         y = split.y.numpy()[:, None]
         acc["phi"].append(mia.phi(logits.numpy(), y))
         acc["logp"].append(mia.log_softmax_y(logits.numpy(), y))
-        acc["test_logp"].append(mia.log_softmax_y(res["test_logits"].numpy(),
-                                                  split.y_test.numpy()[:, None]))
+        acc["test_logp"].append(
+            mia.log_softmax_y(res["test_logits"].numpy(), split.y_test.numpy()[:, None])
+        )
         acc["correct"].append(logits[:, 0].argmax(1).numpy() == split.y.numpy())
         for k in ("train_acc", "train_clean_acc", "test_acc"):
             acc[k].append(res[k])
-    return ShadowPool(keep=np.asarray(keep, bool), configs=tuple(asdict(c) for c in cfgs),
-                      **{k: np.asarray(v) for k, v in acc.items()})
+    return ShadowPool(
+        keep=np.asarray(keep, bool),
+        configs=tuple(asdict(c) for c in cfgs),
+        **{k: np.asarray(v) for k, v in acc.items()},
+    )
 
 
-def n_cached(split: Split, base: TrainConfig, keep: np.ndarray, seed: int = 0,
-             trainer: str = "auto", pack_size: int = 8, store: Store | None = None,
-             mitigation: MitigationConfig = MitigationConfig()) -> int:
+def n_cached(
+    split: Split,
+    base: TrainConfig,
+    keep: np.ndarray,
+    seed: int = 0,
+    trainer: str = "auto",
+    pack_size: int = 8,
+    store: Store | None = None,
+    mitigation: MitigationConfig = MitigationConfig(),
+) -> int:
     """How many shadows of this pool are already in the store."""
     trainer = _trainer(trainer, base.arch, pack_size)
     store = store or Store()
     fp = split.fingerprint()
     cfgs = shadow_configs(base, len(keep), seed)
-    return sum(store.has("shadow", _unit_config(c, np.flatnonzero(k), trainer, mitigation), fp)
-               for c, k in zip(cfgs, keep))
+    return sum(
+        store.has("shadow", _unit_config(c, np.flatnonzero(k), trainer, mitigation), fp)
+        for c, k in zip(cfgs, keep)
+    )
 
 
-__all__ = ["keep_matrix", "query_shifts", "query_logits", "run_shadows", "ShadowPool",
-           "open_executor", "check_executor", "train_task", "ShadowTask", "n_cached"]
+__all__ = [
+    "keep_matrix",
+    "query_shifts",
+    "query_logits",
+    "run_shadows",
+    "ShadowPool",
+    "open_executor",
+    "check_executor",
+    "train_task",
+    "ShadowTask",
+    "n_cached",
+]

@@ -5,6 +5,7 @@ Why two intervals: a notebook compares BN with no-BN over a handful of seeds. A 
 bootstrap of 3 values is the min-max range of the seeds (each extreme is resampled three
 times with probability 1/27 > 2.5%), so it overstates certainty; over seeds we use the t
 interval, mean +- t_{n-1} s / sqrt(n). The bootstrap serves where there are many units."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from scipy import stats as _sps
 class Estimate:
     """A point estimate with a (lo, hi) confidence interval at `level`, from `n` values; `se`
     (standard error) and `df` (Student-t degrees of freedom, None: normal) when known."""
+
     value: float
     lo: float
     hi: float
@@ -55,12 +57,12 @@ class Estimate:
         return f"{v:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
     def as_dict(self) -> dict:
-        return {"value": self.value, "lo": self.lo, "hi": self.hi, "n": self.n,
-                "level": self.level}
+        return {"value": self.value, "lo": self.lo, "hi": self.hi, "n": self.n, "level": self.level}
 
 
-def bootstrap_mean(values: Sequence[float], n_boot: int = 10_000, level: float = 0.95,
-                   seed: int = 0) -> Estimate:
+def bootstrap_mean(
+    values: Sequence[float], n_boot: int = 10_000, level: float = 0.95, seed: int = 0
+) -> Estimate:
     """Mean of `values` with a percentile-bootstrap interval (seeded, deterministic)."""
     v = np.asarray(values, dtype=np.float64)
     if v.size == 0 or not np.all(np.isfinite(v)):
@@ -68,9 +70,14 @@ def bootstrap_mean(values: Sequence[float], n_boot: int = 10_000, level: float =
     rng = np.random.default_rng(seed)
     means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(1)
     a = (1 - level) / 2
-    return Estimate(float(v.mean()), float(np.quantile(means, a)),
-                    float(np.quantile(means, 1 - a)), int(v.size), level,
-                    se=float(means.std(ddof=1)) if n_boot > 1 else None)
+    return Estimate(
+        float(v.mean()),
+        float(np.quantile(means, a)),
+        float(np.quantile(means, 1 - a)),
+        int(v.size),
+        level,
+        se=float(means.std(ddof=1)) if n_boot > 1 else None,
+    )
 
 
 def t_mean(values: Sequence[float], level: float = 0.95) -> Estimate:

@@ -9,6 +9,7 @@ sharing a cache wait for each other instead of training the same unit twice; und
 temp files a killed writer left behind are removed. A killed unit leaves at most a `.partial`
 checkpoint, from which it resumes.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -56,15 +57,28 @@ def _canonical(obj: Any) -> Any:
     return obj
 
 
-def cache_key(kind: str, config: dict, data: str = "", source: str | None = None,
-              torch_version: str | None = None, device: str | None = None) -> str:
+def cache_key(
+    kind: str,
+    config: dict,
+    data: str = "",
+    source: str | None = None,
+    torch_version: str | None = None,
+    device: str | None = None,
+) -> str:
     """The hex key of one unit: kind, configuration, data fingerprint, package source, torch,
     and the device it trains on (a GPU's numbers are not the CPU's)."""
-    payload = json.dumps({"kind": kind, "config": _canonical(config), "data": data,
-                          "source": SOURCE_HASH if source is None else source,
-                          "torch": torch.__version__ if torch_version is None else torch_version,
-                          "device": _device() if device is None else device},
-                         sort_keys=True, default=str)
+    payload = json.dumps(
+        {
+            "kind": kind,
+            "config": _canonical(config),
+            "data": data,
+            "source": SOURCE_HASH if source is None else source,
+            "torch": torch.__version__ if torch_version is None else torch_version,
+            "device": _device() if device is None else device,
+        },
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -88,6 +102,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
     import io
+
     buf = io.BytesIO()
     torch.save(obj, buf)
     atomic_write_bytes(path, buf.getvalue())
@@ -126,8 +141,14 @@ class Store:
     def load(self, kind: str, config: dict, data: str = "") -> Any:
         return torch.load(self.path(kind, cache_key(kind, config, data)), weights_only=False)
 
-    def cached(self, kind: str, config: dict, compute: Callable[..., T], data: str = "",
-               resumable: bool = False) -> T:
+    def cached(
+        self,
+        kind: str,
+        config: dict,
+        compute: Callable[..., T],
+        data: str = "",
+        resumable: bool = False,
+    ) -> T:
         """Return the stored result of `compute()` for this key, computing and storing it first
         if needed. With `resumable`, `compute(checkpoint=path)` gets a path to keep partial state.
         `compute` must be defined in the bnpaper package: code in a notebook is not part of the
@@ -136,7 +157,8 @@ class Store:
             raise ConfigError(
                 f"Store.cached({kind!r}): compute={getattr(compute, '__qualname__', compute)!r} is "
                 f"defined in {getattr(compute, '__module__', '?')!r}, not in the bnpaper package; "
-                "a cached unit's code must live in bnpaper/ (its source is part of the key)")
+                "a cached unit's code must live in bnpaper/ (its source is part of the key)"
+            )
         key = cache_key(kind, config, data)
         path = self.path(kind, key)
         if path.exists():
@@ -149,11 +171,25 @@ class Store:
             partial = path.with_suffix(".partial")
             t0 = time.perf_counter()
             result = compute(checkpoint=partial) if resumable else compute()
-            atomic_write_bytes(path.with_suffix(".json"), json.dumps({
-                "kind": kind, "config": _canonical(config), "data": data,
-                "source_hash": SOURCE_HASH, "torch": torch.__version__, "device": _device(),
-                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "seconds": round(time.perf_counter() - t0, 2)}, indent=1, default=str).encode())
+            atomic_write_bytes(
+                path.with_suffix(".json"),
+                json.dumps(
+                    {
+                        "kind": kind,
+                        "config": _canonical(config),
+                        "data": data,
+                        "source_hash": SOURCE_HASH,
+                        "torch": torch.__version__,
+                        "device": _device(),
+                        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                            timespec="seconds"
+                        ),
+                        "seconds": round(time.perf_counter() - t0, 2),
+                    },
+                    indent=1,
+                    default=str,
+                ).encode(),
+            )
             atomic_torch_save(result, path)
             partial.unlink(missing_ok=True)
         return result

@@ -12,6 +12,7 @@ with label y in {-1, +1}, classifier weight a, loss l(m) (decreasing in m), SGD 
 Batch statistics mu, sigma are constants during the step ("fixed statistics"), except in the
 `centered=True` variant where mu = w.xbar follows w (xbar: batch mean input).
 """
+
 from __future__ import annotations
 
 import math
@@ -66,10 +67,10 @@ def margin_change(norm: str, update: tuple[str, ...] = ("w",), centered: bool = 
     params = PARAMS_BN if norm == "bn" else PARAMS_NO_BN
     m = margin(norm, centered)
     theta = [p for g in update for p in params[g]]
-    grads = [sp.diff(ell(m), p) for p in theta]                 # chain rule through l
+    grads = [sp.diff(ell(m), p) for p in theta]  # chain rule through l
     grads = [g.replace(lambda e: isinstance(e, sp.Subs), lambda e: lp) for g in grads]
     stepped = m.subs({p: p - eta * g for p, g in zip(theta, grads)}, simultaneous=True)
-    first = sp.diff(stepped - m, eta).subs(eta, 0) * eta        # Taylor term of order eta
+    first = sp.diff(stepped - m, eta).subs(eta, 0) * eta  # Taylor term of order eta
     return sp.factor(_labels(first))
 
 
@@ -95,7 +96,11 @@ def gamma_gradient(n: int = 3) -> tuple[sp.Expr, list[sp.Expr]]:
     g = sp.diff(loss, gamma)
     sub = {}
     for term in g.atoms(sp.Subs):  # each l'(m_i) -> ell'_i
-        i = next(k for k, (yi, zi) in enumerate(zip(ys, zs)) if term.point[0] == yi * a * (gamma * zi + beta))
+        i = next(
+            k
+            for k, (yi, zi) in enumerate(zip(ys, zs))
+            if term.point[0] == yi * a * (gamma * zi + beta)
+        )
         sub[term] = lps[i]
     g = sp.expand(g.subs(sub))
     return g, [sp.expand(lps[i] * ys[i] * a * zs[i] / n) for i in range(n)]
@@ -138,22 +143,25 @@ def latex(expr: sp.Expr) -> str:
 
 def term_labels(terms: dict[str, sp.Expr], model: str) -> dict[str, sp.Expr]:
     """{LaTeX label: term} for `full_update_terms`, e.g. Delta m_BN[gamma]."""
-    return {rf"\Delta m_{{\text{{{model}}}}}[{sp.latex(sp.Symbol(g))}]": e for g, e in terms.items()}
+    return {
+        rf"\Delta m_{{\text{{{model}}}}}[{sp.latex(sp.Symbol(g))}]": e for g, e in terms.items()
+    }
 
 
 # ---------------------------------------------------------------- torch simulation
 @dataclass(frozen=True)
 class ToyConfig:
     """The simulated toy: Gaussian two-class data in R^d, a few mislabeled outliers."""
-    d: int = 500              # input dimension (> n, so outliers can be memorized linearly)
-    n_typical: int = 200      # correctly labeled samples
-    n_outliers: int = 10      # mislabeled samples (label flipped)
-    signal: float = 1.0       # norm of the class mean (along the first axis)
-    noise: float = 1.0        # expected norm of the per-sample Gaussian noise
+
+    d: int = 500  # input dimension (> n, so outliers can be memorized linearly)
+    n_typical: int = 200  # correctly labeled samples
+    n_outliers: int = 10  # mislabeled samples (label flipped)
+    signal: float = 1.0  # norm of the class mean (along the first axis)
+    noise: float = 1.0  # expected norm of the per-sample Gaussian noise
     batch_size: int = 32
-    lr: float = 0.1           # plain SGD, all parameters
+    lr: float = 0.1  # plain SGD, all parameters
     steps: int = 400
-    w_scale: float = 1.0      # norm of w at initialization
+    w_scale: float = 1.0  # norm of w at initialization
     seed: int = 0
 
 
@@ -166,7 +174,7 @@ def toy_data(cfg: ToyConfig, outliers: bool = True, device: str = "cpu"):
     x = cfg.noise * torch.randn(n, cfg.d, generator=g) / cfg.d**0.5
     x[:, 0] += cfg.signal * y_true
     mask = torch.zeros(n, dtype=torch.bool)
-    mask[cfg.n_typical:] = True
+    mask[cfg.n_typical :] = True
     y = torch.where(mask, -y_true, y_true)
     if not outliers:
         x, y, mask = x[~mask], y[~mask], mask[~mask]
@@ -176,7 +184,9 @@ def toy_data(cfg: ToyConfig, outliers: bool = True, device: str = "cpu"):
 class Toy(nn.Module):
     """One channel w, BN with real batch statistics (or a bias), a scalar classifier a."""
 
-    def __init__(self, d: int, norm: str = "bn", w_scale: float = 1.0, seed: int = 0, eps: float = 1e-5):
+    def __init__(
+        self, d: int, norm: str = "bn", w_scale: float = 1.0, seed: int = 0, eps: float = 1e-5
+    ):
         super().__init__()
         g = torch.Generator().manual_seed(seed + 7)
         w0 = torch.randn(d, generator=g)
@@ -230,22 +240,35 @@ def probe_margin_growth(model: Toy, xb: torch.Tensor, yb: torch.Tensor, i: int, 
     (gw,) = torch.autograd.grad(toy_loss(m0), w)
     with torch.no_grad():
         dm_bn = float(m_bn(w - lr * gw) - m0)
-        lprime = float(-torch.sigmoid(-m0))             # l'(m) of the logistic loss
+        lprime = float(-torch.sigmoid(-m0))  # l'(m) of the logistic loss
         dm_twin = -lr * lprime * float(a**2 * xb[i].pow(2).sum())  # exact: the twin is linear
         fixed = float((gam / sig) ** 2)
         xc = xb - xb.mean(0)
         nx = float(xb[i].pow(2).sum())
         centered = fixed * float(xc[i].pow(2).sum()) / nx
-        zh = xc @ w / sig                                   # normalized activations (B,)
-        u = (zh[:, None] * xc).mean(0)                      # d sigma / d w = C w / sigma
+        zh = xc @ w / sig  # normalized activations (B,)
+        u = (zh[:, None] * xc).mean(0)  # d sigma / d w = C w / sigma
         full = float(gam**2 * (xc[i] - zh[i] * u).pow(2).sum() / sig**2) / nx
-    return {"dm_bn": dm_bn, "dm_twin": dm_twin, "measured": dm_bn / dm_twin,
-            "predicted": fixed, "predicted_centered": centered, "predicted_full": full,
-            "margin": float(m0.detach())}
+    return {
+        "dm_bn": dm_bn,
+        "dm_twin": dm_twin,
+        "measured": dm_bn / dm_twin,
+        "predicted": fixed,
+        "predicted_centered": centered,
+        "predicted_full": full,
+        "margin": float(m0.detach()),
+    }
 
 
-def toy_train(cfg: ToyConfig, norm: str = "bn", outliers: bool = True, probe_every: int = 0,
-              probe_lr: float | None = None, max_probes: int = 3, device: str = "cpu") -> dict:
+def toy_train(
+    cfg: ToyConfig,
+    norm: str = "bn",
+    outliers: bool = True,
+    probe_every: int = 0,
+    probe_lr: float | None = None,
+    max_probes: int = 3,
+    device: str = "cpu",
+) -> dict:
     """Train the toy with minibatch SGD (all parameters) and record, per step: gamma, the batch
     sigma, (gamma/sigma)^2, outliers' share of sum_i |dL/dgamma_i|, mean outlier margin,
     accuracy on outliers (memorization) and on typical samples; with `probe_every`, also
@@ -256,16 +279,28 @@ def toy_train(cfg: ToyConfig, norm: str = "bn", outliers: bool = True, probe_eve
     model = Toy(cfg.d, norm, cfg.w_scale, cfg.seed).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
     g = torch.Generator().manual_seed(cfg.seed + 1)
-    rec: dict[str, list] = {k: [] for k in ("gamma", "sigma", "factor", "gamma_share",
-                                            "outlier_margin", "outlier_acc", "typical_acc")}
+    rec: dict[str, list] = {
+        k: []
+        for k in (
+            "gamma",
+            "sigma",
+            "factor",
+            "gamma_share",
+            "outlier_margin",
+            "outlier_acc",
+            "typical_acc",
+        )
+    }
     probes: list[dict] = []
     n = len(x)
     for t in range(cfg.steps):
-        idx = torch.randperm(n, generator=g)[:cfg.batch_size].to(device)
+        idx = torch.randperm(n, generator=g)[: cfg.batch_size].to(device)
         xb, yb, mb = x[idx], y[idx], mask[idx]
         if probe_every and norm == "bn" and t % probe_every == 0:
             for i in torch.nonzero(mb).flatten().tolist()[:max_probes]:
-                probes.append({"step": t, **probe_margin_growth(model, xb, yb, i, probe_lr or cfg.lr)})
+                probes.append(
+                    {"step": t, **probe_margin_growth(model, xb, yb, i, probe_lr or cfg.lr)}
+                )
         m = model.margins(xb, yb)
         loss = toy_loss(m).mean()
         opt.zero_grad()
@@ -274,19 +309,25 @@ def toy_train(cfg: ToyConfig, norm: str = "bn", outliers: bool = True, probe_eve
             if norm == "bn":
                 mu, sig = model.stats(xb)
                 zh = (xb @ model.w - mu) / sig
-                contrib = (torch.sigmoid(-m) * zh).abs()    # |l'(m_i) y_i a zhat_i| / |a|
+                contrib = (torch.sigmoid(-m) * zh).abs()  # |l'(m_i) y_i a zhat_i| / |a|
                 share = float(contrib[mb].sum() / contrib.sum()) if mb.any() else 0.0
                 rec["gamma"].append(float(model.gamma))
                 rec["sigma"].append(float(sig))
                 rec["factor"].append(float((model.gamma / sig) ** 2))
                 rec["gamma_share"].append(share)
-            mf = model.margins(x, y)                         # full-batch statistics
+            mf = model.margins(x, y)  # full-batch statistics
             rec["outlier_margin"].append(float(mf[mask].mean()) if mask.any() else float("nan"))
-            rec["outlier_acc"].append(float((mf[mask] > 0).float().mean()) if mask.any() else float("nan"))
+            rec["outlier_acc"].append(
+                float((mf[mask] > 0).float().mean()) if mask.any() else float("nan")
+            )
             rec["typical_acc"].append(float((mf[~mask] > 0).float().mean()))
         opt.step()
-    return {"record": rec, "probes": probes, "outlier_share": float(mask.float().mean()),
-            "model": model.eval()}
+    return {
+        "record": rec,
+        "probes": probes,
+        "outlier_share": float(mask.float().mean()),
+        "model": model.eval(),
+    }
 
 
 @torch.no_grad()
@@ -300,8 +341,9 @@ def toy_test_accuracy(model: Toy, cfg: ToyConfig, n: int = 1000) -> float:
 
 # ---------------------------------------------------------------- trained networks
 @torch.no_grad()
-def gamma_sigma(model: nn.Module, x: torch.Tensor, batch_size: int = 128, n_batches: int = 4
-                ) -> list[dict]:
+def gamma_sigma(
+    model: nn.Module, x: torch.Tensor, batch_size: int = 128, n_batches: int = 4
+) -> list[dict]:
     """Per BN layer: |gamma|/sigma per channel (the factor is its square), sigma from the running variance and from batch
     statistics (median over `n_batches` batches of `x`: (N, C, H, W), normalized images)."""
     from .models import bn_layers
@@ -311,16 +353,18 @@ def gamma_sigma(model: nn.Module, x: torch.Tensor, batch_size: int = 128, n_batc
     seen: dict[str, list[torch.Tensor]] = {name: [] for name, _ in layers}
     hooks = []
     for name, layer in layers:
+
         def hook(mod, inp, out, name=name):
             v = inp[0].transpose(0, 1).reshape(inp[0].shape[1], -1)
             seen[name].append((v.var(1, unbiased=False) + mod.eps).sqrt())
+
         hooks.append(layer.register_forward_hook(hook))
     was, moms = model.training, [layer.momentum for _, layer in layers]
     model.train()  # training-mode forward: each BN layer normalizes by these batch statistics
     for _, layer in layers:
         layer.momentum = 0.0  # ... while its running statistics stay unchanged
     for k in range(n_batches):
-        model(x[k * batch_size:(k + 1) * batch_size])
+        model(x[k * batch_size : (k + 1) * batch_size])
     for h, (_, layer), mom in zip(hooks, layers, moms):
         h.remove()
         layer.momentum = mom
@@ -330,9 +374,16 @@ def gamma_sigma(model: nn.Module, x: torch.Tensor, batch_size: int = 128, n_batc
         gam = layer.weight.abs() if layer.weight is not None else torch.ones(layer.num_features)
         s_run = (layer.running_var + layer.eps).sqrt()
         s_batch = torch.stack(seen[name]).median(0).values
-        out.append({"layer": name, "ratio_running": (gam / s_run).cpu(),
-                    "ratio_batch": (gam / s_batch).cpu(), "gamma": gam.cpu(),
-                    "sigma_running": s_run.cpu(), "sigma_batch": s_batch.cpu()})
+        out.append(
+            {
+                "layer": name,
+                "ratio_running": (gam / s_run).cpu(),
+                "ratio_batch": (gam / s_batch).cpu(),
+                "gamma": gam.cpu(),
+                "sigma_running": s_run.cpu(),
+                "sigma_batch": s_batch.cpu(),
+            }
+        )
     return out
 
 
@@ -357,8 +408,17 @@ def ratio_by_run(run_ids, dm_bn, dm_predicted) -> tuple[list, list[float]]:
 
 
 # ---------------------------------------------------------------- toy studies (notebook 04)
-PROBE_FIELDS = ("batch_size", "lr", "w_scale", "seed", "measured", "predicted", "predicted_full",
-                "dm_bn", "dm_twin")
+PROBE_FIELDS = (
+    "batch_size",
+    "lr",
+    "w_scale",
+    "seed",
+    "measured",
+    "predicted",
+    "predicted_full",
+    "dm_bn",
+    "dm_twin",
+)
 
 
 @contextmanager
@@ -386,6 +446,7 @@ class ProbeStudy:
     measured, predicted and predicted_full. The verdict statistic is `agreement`: per run (seed x
     |w_0| at the default setting) the ratio estimator sum dm_BN / sum (gamma/sigma)^2 dm_no-BN,
     then the mean over runs with a bootstrap over runs (probes of a run are not independent)."""
+
     probes: dict[str, np.ndarray]
     tiny: dict[str, np.ndarray]
     default_batch_size: int
@@ -402,16 +463,23 @@ class ProbeStudy:
     def __post_init__(self):
         p, d = self.probes, self.default
         self.run_keys, self.run_ratios = ratio_by_run(
-            np.column_stack([p["w_scale"][d], p["seed"][d]]), p["dm_bn"][d],
-            p["predicted"][d] * p["dm_twin"][d])
+            np.column_stack([p["w_scale"][d], p["seed"][d]]),
+            p["dm_bn"][d],
+            p["predicted"][d] * p["dm_twin"][d],
+        )
         self.agreement = bootstrap_mean(self.run_ratios, seed=0)  # runs resampled, not probes
         ok = d & self.rising
         self.geo_mean_rising = float(np.exp(np.mean(self.log_error[ok])))
-        self.loglog_slope = (float(np.polyfit(np.log(p["predicted"][ok]), np.log(p["measured"][ok]), 1)[0])
-                             if ok.sum() >= 2 else float("nan"))
+        self.loglog_slope = (
+            float(np.polyfit(np.log(p["predicted"][ok]), np.log(p["measured"][ok]), 1)[0])
+            if ok.sum() >= 2
+            else float("nan")
+        )
         t = self.tiny
         self.tiny_fixed = bootstrap_mean(np.log(t["measured"] / t["predicted"]), seed=0)
-        self.tiny_full_error = float(np.exp(np.median(np.abs(np.log(t["measured"] / t["predicted_full"])))))
+        self.tiny_full_error = float(
+            np.exp(np.median(np.abs(np.log(t["measured"] / t["predicted_full"]))))
+        )
 
     @property
     def rising(self) -> np.ndarray:
@@ -454,67 +522,128 @@ class ProbeStudy:
         p, nan = self.probes, float("nan")
         sel = (p["batch_size"] == batch_size) & (p["lr"] == lr)
         up = sel & self.rising
-        out = {"n_probes": int(sel.sum()), "n_falling": int((sel & ~self.rising).sum()),
-               "n_runs": 0, "ratio_estimator": nan, "median_ratio": nan}
+        out = {
+            "n_probes": int(sel.sum()),
+            "n_falling": int((sel & ~self.rising).sum()),
+            "n_runs": 0,
+            "ratio_estimator": nan,
+            "median_ratio": nan,
+        }
         if sel.any():
-            _, ratios = ratio_by_run(np.column_stack([p["w_scale"][sel], p["seed"][sel]]),
-                                     p["dm_bn"][sel], p["predicted"][sel] * p["dm_twin"][sel])
+            _, ratios = ratio_by_run(
+                np.column_stack([p["w_scale"][sel], p["seed"][sel]]),
+                p["dm_bn"][sel],
+                p["predicted"][sel] * p["dm_twin"][sel],
+            )
             out.update(n_runs=len(ratios), ratio_estimator=float(np.mean(ratios)))
         if up.any():
-            out["median_ratio"] = float(np.exp(np.median(np.log(p["measured"][up] / p["predicted"][up]))))
+            out["median_ratio"] = float(
+                np.exp(np.median(np.log(p["measured"][up] / p["predicted"][up])))
+            )
         return out
 
     def tiny_median_ratio(self, full: bool = False) -> float:
         """Median (geometric) of the tiny-step probes' measured / predicted: over (gamma/sigma)^2,
         or over the exact first order (`predicted_full`) with `full`."""
         t = self.tiny
-        return float(np.exp(np.median(np.log(t["measured"] / t["predicted_full" if full else "predicted"]))))
+        return float(
+            np.exp(np.median(np.log(t["measured"] / t["predicted_full" if full else "predicted"])))
+        )
 
     def run_ratio_table(self) -> dict[str, float]:
-        return {f"w_scale={k[0]:g}, seed={int(k[1])}": r for k, r in zip(self.run_keys, self.run_ratios)}
+        return {
+            f"w_scale={k[0]:g}, seed={int(k[1])}": r for k, r in zip(self.run_keys, self.run_ratios)
+        }
 
     def row_fields(self) -> dict:
         """The unit and side numbers of the simulation claim's verdict row."""
-        return {"unit": f"measured / predicted, ratio estimator per run, mean over {self.agreement.n} "
-                        f"runs (bootstrap over runs); {self.n_bad} of {self.n_probes} probes with a "
-                        "falling margin kept",
-                "n_runs": self.agreement.n, "n_probes": self.n_probes, "n_bad": self.n_bad,
-                "geo_mean_probes_rising": self.geo_mean_rising, "loglog_slope": self.loglog_slope}
+        return {
+            "unit": f"measured / predicted, ratio estimator per run, mean over {self.agreement.n} "
+            f"runs (bootstrap over runs); {self.n_bad} of {self.n_probes} probes with a "
+            "falling margin kept",
+            "n_runs": self.agreement.n,
+            "n_probes": self.n_probes,
+            "n_bad": self.n_bad,
+            "geo_mean_probes_rising": self.geo_mean_rising,
+            "loglog_slope": self.loglog_slope,
+        }
 
     def summary(self) -> dict:
         """The study's numbers for results.json."""
-        return {"ratio_estimator_mean_over_runs": self.agreement.as_dict(),
-                "run_ratios": self.run_ratio_table(), "geo_mean_probes_rising": self.geo_mean_rising,
-                "n_probes": self.n_probes, "n_bad": self.n_bad, "loglog_slope": self.loglog_slope,
-                "tiny_step_fixed_ratio": math.exp(self.tiny_fixed.value),
-                "tiny_step_full_error": self.tiny_full_error}
+        return {
+            "ratio_estimator_mean_over_runs": self.agreement.as_dict(),
+            "run_ratios": self.run_ratio_table(),
+            "geo_mean_probes_rising": self.geo_mean_rising,
+            "n_probes": self.n_probes,
+            "n_bad": self.n_bad,
+            "loglog_slope": self.loglog_slope,
+            "tiny_step_fixed_ratio": math.exp(self.tiny_fixed.value),
+            "tiny_step_full_error": self.tiny_full_error,
+        }
 
 
-def probe_study(base: ToyConfig, batch_sizes, lrs, w_scales, seeds, default_batch_size: int,
-                default_lr: float, probe_every: int, tiny_lr: float = 1e-6,
-                progress: bool = True) -> ProbeStudy:
+def probe_study(
+    base: ToyConfig,
+    batch_sizes,
+    lrs,
+    w_scales,
+    seeds,
+    default_batch_size: int,
+    default_lr: float,
+    probe_every: int,
+    tiny_lr: float = 1e-6,
+    progress: bool = True,
+) -> ProbeStudy:
     """Train the BN toy (with outliers) over the grid and probe the outliers' margin growth every
     `probe_every` steps with the training lr; then, at the default setting and the first seed,
     the same probes with step `tiny_lr` (the first-order term alone)."""
     from tqdm.auto import tqdm
 
-    grid = [(B, eta, ws, s) for B in batch_sizes for eta in lrs for ws in w_scales for s in seeds
-            if s == seeds[0] or (B, eta) == (default_batch_size, default_lr)]
+    grid = [
+        (B, eta, ws, s)
+        for B in batch_sizes
+        for eta in lrs
+        for ws in w_scales
+        for s in seeds
+        if s == seeds[0] or (B, eta) == (default_batch_size, default_lr)
+    ]
     rows, tiny = [], []
     with _one_thread():
         for B, eta, ws, s in tqdm(grid, desc="toy probe runs", disable=not progress):
             cfg = replace(base, batch_size=B, lr=eta, w_scale=ws, seed=s)
             for p in toy_train(cfg, "bn", True, probe_every=probe_every)["probes"]:
-                rows.append((B, eta, ws, s, p["measured"], p["predicted"], p["predicted_full"],
-                             p["dm_bn"], p["dm_twin"]))
+                rows.append(
+                    (
+                        B,
+                        eta,
+                        ws,
+                        s,
+                        p["measured"],
+                        p["predicted"],
+                        p["predicted_full"],
+                        p["dm_bn"],
+                        p["dm_twin"],
+                    )
+                )
         for ws in w_scales:
-            cfg = replace(base, batch_size=default_batch_size, lr=default_lr, w_scale=ws, seed=seeds[0])
-            for p in toy_train(cfg, "bn", True, probe_every=probe_every, probe_lr=tiny_lr)["probes"]:
+            cfg = replace(
+                base, batch_size=default_batch_size, lr=default_lr, w_scale=ws, seed=seeds[0]
+            )
+            for p in toy_train(cfg, "bn", True, probe_every=probe_every, probe_lr=tiny_lr)[
+                "probes"
+            ]:
                 tiny.append((p["measured"], p["predicted"], p["predicted_full"]))
-    rows, tiny = np.array(rows, dtype=float).reshape(-1, 9), np.array(tiny, dtype=float).reshape(-1, 3)
-    return ProbeStudy({k: rows[:, j] for j, k in enumerate(PROBE_FIELDS)},
-                      {k: tiny[:, j] for j, k in enumerate(("measured", "predicted", "predicted_full"))},
-                      default_batch_size, default_lr, len(grid))
+    rows, tiny = (
+        np.array(rows, dtype=float).reshape(-1, 9),
+        np.array(tiny, dtype=float).reshape(-1, 3),
+    )
+    return ProbeStudy(
+        {k: rows[:, j] for j, k in enumerate(PROBE_FIELDS)},
+        {k: tiny[:, j] for j, k in enumerate(("measured", "predicted", "predicted_full"))},
+        default_batch_size,
+        default_lr,
+        len(grid),
+    )
 
 
 FEEDBACK_RUNS = (("bn", "bn", True), ("bn_clean", "bn", False), ("none", "none", True))
@@ -528,26 +657,31 @@ class FeedbackStudy:
     All comparisons are paired by seed with Student-t intervals. The log of the factor's ratio
     (with / without outliers, mean of log over the last `n_last` steps) splits exactly into a
     gamma part (2 log|gamma|) and a sigma part (-2 log sigma); `driver` is the larger one."""
+
     runs: dict[tuple[str, int], dict]
     seeds: list[int]
     n_last: int
-    gap_gamma: Estimate = field(init=False)     # final gamma, with minus without outliers
-    factor_gap: Estimate = field(init=False)    # log (gamma/sigma)^2 with - without outliers
+    gap_gamma: Estimate = field(init=False)  # final gamma, with minus without outliers
+    factor_gap: Estimate = field(init=False)  # log (gamma/sigma)^2 with - without outliers
     factor_gamma: Estimate = field(init=False)  # ... its gamma part
     factor_sigma: Estimate = field(init=False)  # ... its sigma part
-    share_ratio: Estimate = field(init=False)   # outliers' share of |dL/dgamma| / population share
-    mem_gap: Estimate = field(init=False)       # final outlier memorization, BN minus no-BN
+    share_ratio: Estimate = field(init=False)  # outliers' share of |dL/dgamma| / population share
+    mem_gap: Estimate = field(init=False)  # final outlier memorization, BN minus no-BN
     driver: str = field(init=False)
 
     def __post_init__(self):
-        last = lambda key, k: np.log(np.abs(self.arr(key, k)[:, -self.n_last:])).mean(1)  # noqa: E731
+        last = lambda key, k: np.log(np.abs(self.arr(key, k)[:, -self.n_last :])).mean(1)  # noqa: E731
         self.factor_gap = t_paired_diff(last("bn", "factor"), last("bn_clean", "factor"))
         self.factor_gamma = t_paired_diff(2 * last("bn", "gamma"), 2 * last("bn_clean", "gamma"))
         self.factor_sigma = t_paired_diff(-2 * last("bn", "sigma"), -2 * last("bn_clean", "sigma"))
         self.driver = "gamma" if self.factor_gamma.value >= self.factor_sigma.value else "sigma"
-        self.gap_gamma = t_paired_diff(self.arr("bn", "gamma")[:, -1], self.arr("bn_clean", "gamma")[:, -1])
+        self.gap_gamma = t_paired_diff(
+            self.arr("bn", "gamma")[:, -1], self.arr("bn_clean", "gamma")[:, -1]
+        )
         self.share_ratio = t_mean(self.arr("bn", "gamma_share").mean(1) / self.population_share)
-        self.mem_gap = t_paired_diff(self.arr("bn", "outlier_acc")[:, -1], self.arr("none", "outlier_acc")[:, -1])
+        self.mem_gap = t_paired_diff(
+            self.arr("bn", "outlier_acc")[:, -1], self.arr("none", "outlier_acc")[:, -1]
+        )
 
     def arr(self, key: str, k: str) -> np.ndarray:
         """(seeds, steps) array of record `k` of run `key` ('bn', 'bn_clean', 'none'); (seeds,)
@@ -588,54 +722,75 @@ class FeedbackStudy:
             word = ": no clear difference with and without outliers"
         n = self.gap_gamma.n
         g, s = math.exp(self.factor_gamma.value), math.exp(self.factor_sigma.value)
-        return {"gamma": f"$\\gamma${word}\nno-outlier $\\gamma$ higher at {share:.0%} of steps; with $-$ without "
-                         f"(95% t interval, {n} seeds):\nmean over steps {gap.fmt(3)}, final {self.gap_gamma.fmt(3)}",
-                "factor": f"with / without outliers (last {self.n_last} steps): \u00d7{math.exp(self.factor_gap.value):.1f}"
-                          f"\n= \u00d7{g:.2f} from $\\gamma^2$ and \u00d7{s:.1f} from $1/\\sigma^2$ (driven by {self.driver})",
-                "start": f"step 0 not shown (initial $w$: $(\\gamma/\\sigma)^2$ = "
-                         f"{np.median(self.arr('bn', 'factor')[:, 0]):.0f}, median over seeds)"}
+        return {
+            "gamma": f"$\\gamma${word}\nno-outlier $\\gamma$ higher at {share:.0%} of steps; with $-$ without "
+            f"(95% t interval, {n} seeds):\nmean over steps {gap.fmt(3)}, final {self.gap_gamma.fmt(3)}",
+            "factor": f"with / without outliers (last {self.n_last} steps): \u00d7{math.exp(self.factor_gap.value):.1f}"
+            f"\n= \u00d7{g:.2f} from $\\gamma^2$ and \u00d7{s:.1f} from $1/\\sigma^2$ (driven by {self.driver})",
+            "start": f"step 0 not shown (initial $w$: $(\\gamma/\\sigma)^2$ = "
+            f"{np.median(self.arr('bn', 'factor')[:, 0]):.0f}, median over seeds)",
+        }
 
     def row_fields(self, claim: str) -> dict:
         """Unit and side numbers of the verdict row of 'gamma' (final gamma, with minus without
         outliers) or 'factor' ((gamma/sigma)^2 with / without outliers)."""
         if claim == "gamma":
-            return {"unit": f"final gamma with outliers minus without (toy, paired by seed, t over "
-                            f"{self.gap_gamma.n} seeds)",
-                    "outlier_gamma_grad_share_over_population": self.share_ratio.as_dict()}
-        return {"unit": f"(gamma/sigma)^2 with outliers / without (toy, geometric mean of the last "
-                        f"{self.n_last} steps, paired by seed, t over {self.factor_gap.n} seeds)",
-                "factor_ratio_from_gamma": math.exp(self.factor_gamma.value),
-                "factor_ratio_from_sigma": math.exp(self.factor_sigma.value),
-                "log_factor_parts": {"gamma": self.factor_gamma.as_dict(),
-                                     "sigma": self.factor_sigma.as_dict()}}
+            return {
+                "unit": f"final gamma with outliers minus without (toy, paired by seed, t over "
+                f"{self.gap_gamma.n} seeds)",
+                "outlier_gamma_grad_share_over_population": self.share_ratio.as_dict(),
+            }
+        return {
+            "unit": f"(gamma/sigma)^2 with outliers / without (toy, geometric mean of the last "
+            f"{self.n_last} steps, paired by seed, t over {self.factor_gap.n} seeds)",
+            "factor_ratio_from_gamma": math.exp(self.factor_gamma.value),
+            "factor_ratio_from_sigma": math.exp(self.factor_sigma.value),
+            "log_factor_parts": {
+                "gamma": self.factor_gamma.as_dict(),
+                "sigma": self.factor_sigma.as_dict(),
+            },
+        }
 
     def summary(self) -> dict:
         """The study's numbers for results.json."""
-        return {"memorization_gap_bn_minus_none": self.mem_gap.as_dict(),
-                "outlier_gamma_share": self.gamma_share,
-                "outlier_population_share": self.population_share}
+        return {
+            "memorization_gap_bn_minus_none": self.mem_gap.as_dict(),
+            "outlier_gamma_share": self.gamma_share,
+            "outlier_population_share": self.population_share,
+        }
 
     def story(self, gamma_verdict: str) -> str:
         """One plain sentence on the paper's positive-feedback loop, from what was measured."""
         g, s = math.exp(self.factor_gamma.value), math.exp(self.factor_sigma.value)
-        head = (f"Feedback: gamma with minus without outliers {self.gap_gamma.fmt(3)} ({gamma_verdict}); "
-                f"(gamma/sigma)^2 x{math.exp(self.factor_gap.value):.2f} = x{g:.2f} from gamma times "
-                f"x{s:.2f} from sigma.")
+        head = (
+            f"Feedback: gamma with minus without outliers {self.gap_gamma.fmt(3)} ({gamma_verdict}); "
+            f"(gamma/sigma)^2 x{math.exp(self.factor_gap.value):.2f} = x{g:.2f} from gamma times "
+            f"x{s:.2f} from sigma."
+        )
         faults, lower = [], self.gap_gamma.hi < 0
         if gamma_verdict != "reproduced":
-            faults.append("gamma is lower with the outliers" if lower
-                          else "gamma does not grow measurably with the outliers")
+            faults.append(
+                "gamma is lower with the outliers"
+                if lower
+                else "gamma does not grow measurably with the outliers"
+            )
         if self.driver == "sigma":
-            faults.append("the rise of (gamma/sigma)^2 is driven by the batch sigma falling, not by gamma")
+            faults.append(
+                "the rise of (gamma/sigma)^2 is driven by the batch sigma falling, not by gamma"
+            )
         if not faults:
-            return head + " Consistent with the paper's loop: outliers raise gamma, which raises the factor."
+            return (
+                head
+                + " Consistent with the paper's loop: outliers raise gamma, which raises the factor."
+            )
         said = "; ".join(faults)
         end = "does not hold" if lower or self.driver == "sigma" else "is not supported"
         return f"{head} {said[0].upper()}{said[1:]}: the paper's positive-feedback story {end} in this toy."
 
 
-def feedback_study(base: ToyConfig, seeds, batch_size: int, lr: float, n_last: int = 20,
-                   progress: bool = True) -> FeedbackStudy:
+def feedback_study(
+    base: ToyConfig, seeds, batch_size: int, lr: float, n_last: int = 20, progress: bool = True
+) -> FeedbackStudy:
     """The toy (|w_0| from `base`) at `batch_size` and `lr` for each seed: BN with outliers, BN
     without them, no-BN with them; records, toy clean test accuracy and the outliers' share."""
     from tqdm.auto import tqdm
@@ -646,8 +801,11 @@ def feedback_study(base: ToyConfig, seeds, batch_size: int, lr: float, n_last: i
             cfg = replace(base, batch_size=batch_size, lr=lr, seed=s)
             for key, norm, outliers in FEEDBACK_RUNS:
                 r = toy_train(cfg, norm, outliers)
-                runs[key, s] = {**r["record"], "test_acc": toy_test_accuracy(r["model"], cfg),
-                                "outlier_share": r["outlier_share"]}
+                runs[key, s] = {
+                    **r["record"],
+                    "test_acc": toy_test_accuracy(r["model"], cfg),
+                    "outlier_share": r["outlier_share"],
+                }
     return FeedbackStudy(runs, list(seeds), min(n_last, base.steps))
 
 
@@ -677,12 +835,14 @@ def initial_model(config: dict, split) -> nn.Module:
     from .models import build_model
 
     torch.manual_seed(config["seed"])
-    return build_model(config["arch"], config["norm"], split.x.shape[1], split.n_classes,
-                       split.x.shape[2])
+    return build_model(
+        config["arch"], config["norm"], split.x.shape[1], split.n_classes, split.x.shape[2]
+    )
 
 
-def trained_gamma_sigma(result, split, batch_size: int = 128, n_batches: int = 4,
-                        init: bool = False) -> dict:
+def trained_gamma_sigma(
+    result, split, batch_size: int = 128, n_batches: int = 4, init: bool = False
+) -> dict:
     """|gamma|/sigma per BN layer and channel of a trained model (`train.TrainResult` on `split`),
     batch statistics from its first `n_batches` batches; with its final clean test accuracy and
     memorization (accuracy of the corrupted samples on their corrupted labels). With `init`,
@@ -690,11 +850,16 @@ def trained_gamma_sigma(result, split, batch_size: int = 128, n_batches: int = 4
     from .data import normalize
 
     model = result.model(split.x.shape[1], split.n_classes, split.x.shape[2])
-    xs = normalize(split.x[:n_batches * batch_size], split.mean, split.std)
-    out = {"layers": gamma_sigma(model, xs, batch_size, n_batches),
-           "test_acc": result.history["test_acc"][-1], "noisy_acc": result.history["noisy_acc"][-1]}
+    xs = normalize(split.x[: n_batches * batch_size], split.mean, split.std)
+    out = {
+        "layers": gamma_sigma(model, xs, batch_size, n_batches),
+        "test_acc": result.history["test_acc"][-1],
+        "noisy_acc": result.history["noisy_acc"][-1],
+    }
     if init:
-        out["init_layers"] = gamma_sigma(initial_model(result.config, split), xs, batch_size, n_batches)
+        out["init_layers"] = gamma_sigma(
+            initial_model(result.config, split), xs, batch_size, n_batches
+        )
     return out
 
 
@@ -703,9 +868,12 @@ def channel_fractions(layers: list[dict]) -> dict:
     from batch statistics) and over all channels pooled (boolean arrays, for a bootstrap)."""
     run = [l["ratio_running"].numpy() for l in layers]
     bat = [l["ratio_batch"].numpy() for l in layers]
-    return {"running": [float((r > 1).mean()) for r in run],
-            "batch": [float((r > 1).mean()) for r in bat],
-            "all_running": np.concatenate(run) > 1, "all_batch": np.concatenate(bat) > 1}
+    return {
+        "running": [float((r > 1).mean()) for r in run],
+        "batch": [float((r > 1).mean()) for r in bat],
+        "all_running": np.concatenate(run) > 1,
+        "all_batch": np.concatenate(bat) > 1,
+    }
 
 
 # ---------------------------------------------------------------- trained networks over seeds (notebook 04)
@@ -720,7 +888,10 @@ def factor_parts(a: list[dict], b: list[dict]) -> dict[str, np.ndarray]:
     s = [-2 * np.log(la["sigma_batch"].numpy() / lb["sigma_batch"].numpy()) for la, lb in zip(a, b)]
     out = {"gamma": np.array([x.mean() for x in g]), "sigma": np.array([x.mean() for x in s])}
     out["total"] = out["gamma"] + out["sigma"]
-    out["all_gamma"], out["all_sigma"] = float(np.concatenate(g).mean()), float(np.concatenate(s).mean())
+    out["all_gamma"], out["all_sigma"] = (
+        float(np.concatenate(g).mean()),
+        float(np.concatenate(s).mean()),
+    )
     out["all_total"] = out["all_gamma"] + out["all_sigma"]
     return out
 
@@ -729,7 +900,9 @@ def driver_of(gamma_part, sigma_part):
     """Which part carries a change of log (gamma/sigma)^2 in its direction: 'gamma' where
     the gamma part, signed by the total, is the larger, else 'sigma' (elementwise)."""
     sign = np.sign(np.asarray(gamma_part) + np.asarray(sigma_part))
-    return np.where(sign * np.asarray(gamma_part) >= sign * np.asarray(sigma_part), "gamma", "sigma")
+    return np.where(
+        sign * np.asarray(gamma_part) >= sign * np.asarray(sigma_part), "gamma", "sigma"
+    )
 
 
 VERSUS = {"init": ("trained", "initialization"), "clean": ("flipped labels", "clean labels")}
@@ -745,6 +918,7 @@ class TrainedStudy:
     Two comparisons split the change of (gamma/sigma)^2 into gamma growth and sigma shrinkage
     (`factor_parts`): 'init' (the flipped-label network, trained vs initialization) and 'clean'
     (flipped vs clean labels, same seed: same images, initialization and data order)."""
+
     nets: dict
     archs: list[str]
     seeds: list[int]
@@ -779,8 +953,12 @@ class TrainedStudy:
         rows = []
         for s in self.seeds:
             a = self.nets[arch, "flip", s]
-            rows.append(factor_parts(a["layers"], a["init_layers"] if versus == "init"
-                                     else self.nets[arch, "none", s]["layers"]))
+            rows.append(
+                factor_parts(
+                    a["layers"],
+                    a["init_layers"] if versus == "init" else self.nets[arch, "none", s]["layers"],
+                )
+            )
         return {k: np.array([r[k] for r in rows]) for k in rows[0]}
 
     def drivers(self, arch: str, versus: str) -> list[dict]:
@@ -794,8 +972,17 @@ class TrainedStudy:
         for j, name in enumerate(names):
             g, s = cols["gamma"][:, j], cols["sigma"][:, j]
             d = str(driver_of(g.mean(), s.mean()))
-            out.append({"layer": name, "total": t_mean(g + s), "gamma": t_mean(g), "sigma": t_mean(s),
-                        "driver": d, "agree": int((driver_of(g, s) == d).sum()), "n": len(g)})
+            out.append(
+                {
+                    "layer": name,
+                    "total": t_mean(g + s),
+                    "gamma": t_mean(g),
+                    "sigma": t_mean(s),
+                    "driver": d,
+                    "agree": int((driver_of(g, s) == d).sum()),
+                    "n": len(g),
+                }
+            )
         return out
 
     def table(self, versus: str):
@@ -806,10 +993,21 @@ class TrainedStudy:
         f = lambda e: f"x{math.exp(e.value):.2f} [{math.exp(e.lo):.2f}, {math.exp(e.hi):.2f}]"  # noqa: E731
         a, b = VERSUS[versus]
         archs = self.archs if versus == "init" else self.clean_archs()
-        return pd.DataFrame([{"arch": arch, "BN layer": r["layer"], f"(gamma/sigma)^2 {a} / {b}": f(r["total"]),
-                              "from gamma^2": f(r["gamma"]), "from 1/sigma^2": f(r["sigma"]),
-                              "driven by": r["driver"], "seeds agreeing": f"{r['agree']}/{r['n']}"}
-                             for arch in archs for r in self.drivers(arch, versus)])
+        return pd.DataFrame(
+            [
+                {
+                    "arch": arch,
+                    "BN layer": r["layer"],
+                    f"(gamma/sigma)^2 {a} / {b}": f(r["total"]),
+                    "from gamma^2": f(r["gamma"]),
+                    "from 1/sigma^2": f(r["sigma"]),
+                    "driven by": r["driver"],
+                    "seeds agreeing": f"{r['agree']}/{r['n']}",
+                }
+                for arch in archs
+                for r in self.drivers(arch, versus)
+            ]
+        )
 
     def tables(self) -> list:
         """`table("init")`, and `table("clean")` when an architecture has clean-label twins."""
@@ -829,21 +1027,29 @@ class TrainedStudy:
     def most_fields(self, arch: str, est: Estimate) -> dict:
         """Unit and side numbers of the verdict row 'gamma/sigma > 1 in most channels'."""
         per_layer, pooled = self.shares(arch)
-        return {"unit": f"share of a network's channels with |gamma|/sigma > 1 (running variance), mean over "
-                        f"{est.n} networks (seeds {self.seeds}), 95% t interval over the networks",
-                "share_per_seed": pooled.tolist(), "n_channels": int(sum(len(l["gamma"]) for l in
-                                                                          self.nets[arch, "flip", self.seeds[0]]["layers"])),
-                "share_batch_stats_per_seed": self.shares(arch, "ratio_batch")[1].tolist()}
+        return {
+            "unit": f"share of a network's channels with |gamma|/sigma > 1 (running variance), mean over "
+            f"{est.n} networks (seeds {self.seeds}), 95% t interval over the networks",
+            "share_per_seed": pooled.tolist(),
+            "n_channels": int(
+                sum(len(l["gamma"]) for l in self.nets[arch, "flip", self.seeds[0]]["layers"])
+            ),
+            "share_batch_stats_per_seed": self.shares(arch, "ratio_batch")[1].tolist(),
+        }
 
     def gamma_fields(self, arch: str, est: Estimate, noise_frac: float) -> dict:
         """Unit and side numbers of the verdict row '|gamma| flipped / clean labels', with the
         split of (gamma/sigma)^2 flipped / clean into its gamma and sigma parts."""
         r = self.drivers(arch, "clean")[-1]
-        return {"unit": f"|gamma| {noise_frac:.0%} flipped / clean labels, geometric mean over channels per "
-                        f"network, over {est.n} pairs of networks (seeds, a pair shares init and images), "
-                        "95% t interval",
-                "factor_ratio": math.exp(r["total"].value), "factor_ratio_from_gamma": math.exp(r["gamma"].value),
-                "factor_ratio_from_sigma": math.exp(r["sigma"].value), "driver": r["driver"]}
+        return {
+            "unit": f"|gamma| {noise_frac:.0%} flipped / clean labels, geometric mean over channels per "
+            f"network, over {est.n} pairs of networks (seeds, a pair shares init and images), "
+            "95% t interval",
+            "factor_ratio": math.exp(r["total"].value),
+            "factor_ratio_from_gamma": math.exp(r["gamma"].value),
+            "factor_ratio_from_sigma": math.exp(r["sigma"].value),
+            "driver": r["driver"],
+        }
 
     def summary(self) -> dict:
         """The study's numbers for results.json: per architecture the layer names, the share of
@@ -851,11 +1057,20 @@ class TrainedStudy:
         out = {}
         for arch in self.archs:
             per_layer, pooled = self.shares(arch)
-            out[arch] = {"layers": self.layer_names(arch), "share_above_one": per_layer.tolist(),
-                         "share_above_one_pooled": pooled.tolist(), "test_acc": self.test_acc(arch),
-                         **{f"log_factor_{v}": [{**r, **{k: r[k].as_dict() for k in ("total", "gamma", "sigma")}}
-                                                for r in self.drivers(arch, v)]
-                            for v in VERSUS if v == "init" or arch in self.clean_archs()}}
+            out[arch] = {
+                "layers": self.layer_names(arch),
+                "share_above_one": per_layer.tolist(),
+                "share_above_one_pooled": pooled.tolist(),
+                "test_acc": self.test_acc(arch),
+                **{
+                    f"log_factor_{v}": [
+                        {**r, **{k: r[k].as_dict() for k in ("total", "gamma", "sigma")}}
+                        for r in self.drivers(arch, v)
+                    ]
+                    for v in VERSUS
+                    if v == "init" or arch in self.clean_archs()
+                },
+            }
         return out
 
     def story(self) -> str:
@@ -868,20 +1083,35 @@ class TrainedStudy:
             n_sig = sum(r["driver"] == "sigma" for r in layers)
             up = sum(r["total"].lo > 0 for r in layers)
             down = sum(r["total"].hi < 0 for r in layers)
-            out.append(f"{arch}: over training (gamma/sigma)^2 changes x{math.exp(pooled['total'].value):.2f} "
-                       f"(all channels) = x{math.exp(pooled['gamma'].value):.2f} from gamma times "
-                       f"x{math.exp(pooled['sigma'].value):.2f} from sigma; it rises in {up} and falls in {down} "
-                       f"of {len(layers)} BN layers (95% t intervals over {pooled['n']} seeds), and sigma drives "
-                       f"the change in {n_sig} of them, gamma in {len(layers) - n_sig}.")
+            out.append(
+                f"{arch}: over training (gamma/sigma)^2 changes x{math.exp(pooled['total'].value):.2f} "
+                f"(all channels) = x{math.exp(pooled['gamma'].value):.2f} from gamma times "
+                f"x{math.exp(pooled['sigma'].value):.2f} from sigma; it rises in {up} and falls in {down} "
+                f"of {len(layers)} BN layers (95% t intervals over {pooled['n']} seeds), and sigma drives "
+                f"the change in {n_sig} of them, gamma in {len(layers) - n_sig}."
+            )
             if arch in self.clean_archs():
                 g, c = self.gamma_ratio(arch), self.drivers(arch, "clean")[-1]
-                word = ("higher with flipped labels" if g.lo > 1 else "lower with flipped labels"
-                        if g.hi < 1 else "no clear difference")
-                out.append(f"  |gamma| with flipped / clean labels: x{g.value:.3f} [{g.lo:.3f}, {g.hi:.3f}] over "
-                           f"{g.n} seeds ({word}); (gamma/sigma)^2 x{math.exp(c['total'].value):.2f}, "
-                           f"driven by {c['driver']}"
-                           + ("" if g.lo > 1 else ": gamma is lower with the outliers, against the paper's "
-                              "positive-feedback loop" if g.hi < 1 else ": no evidence that the outliers drive "
-                              "gamma up (the interval includes no change), so the loop is not supported here")
-                           + ".")
+                word = (
+                    "higher with flipped labels"
+                    if g.lo > 1
+                    else "lower with flipped labels"
+                    if g.hi < 1
+                    else "no clear difference"
+                )
+                out.append(
+                    f"  |gamma| with flipped / clean labels: x{g.value:.3f} [{g.lo:.3f}, {g.hi:.3f}] over "
+                    f"{g.n} seeds ({word}); (gamma/sigma)^2 x{math.exp(c['total'].value):.2f}, "
+                    f"driven by {c['driver']}"
+                    + (
+                        ""
+                        if g.lo > 1
+                        else ": gamma is lower with the outliers, against the paper's "
+                        "positive-feedback loop"
+                        if g.hi < 1
+                        else ": no evidence that the outliers drive "
+                        "gamma up (the interval includes no change), so the loop is not supported here"
+                    )
+                    + "."
+                )
         return "\n".join(out)

@@ -1,5 +1,6 @@
 """The in-memory training loop: SGD with momentum and a schedule, seeded, with a per-epoch
 history of clean, corrupted (memorization) and test loss/accuracy."""
+
 from __future__ import annotations
 
 import math
@@ -12,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import ConfigError, check_choice, check_number
+from .config import check_choice, check_number
 from .config import device as default_device
 from .data import Split, normalize
 from .models import ARCHS, NORMS, build_model
@@ -27,15 +28,16 @@ class TrainingDiverged(RuntimeError):
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that determines a trained model besides its data."""
+
     arch: str = "lenet"
     norm: str = "bn"
     epochs: int = 20
     batch_size: int = 128
-    lr: float = 0.05             # peak learning rate
+    lr: float = 0.05  # peak learning rate
     momentum: float = 0.9
     weight_decay: float = 5e-4
-    schedule: str = "cosine"     # per-step cosine decay, step (x0.1 at 50% and 75%), constant
-    augment: bool = False        # random crop (pad 4) + horizontal flip, for CIFAR
+    schedule: str = "cosine"  # per-step cosine decay, step (x0.1 at 50% and 75%), constant
+    augment: bool = False  # random crop (pad 4) + horizontal flip, for CIFAR
     seed: int = 0
 
     def __post_init__(self):
@@ -54,13 +56,15 @@ class TrainConfig:
 class TrainResult:
     """A trained model's weights (state_dict) and its per-epoch history (lists, one entry per
     evaluated epoch, epoch 0 = initialization)."""
+
     config: dict
     state: dict
     history: dict[str, list] = field(default_factory=dict)
 
     def model(self, in_channels: int, n_classes: int, image_size: int) -> nn.Module:
-        m = build_model(self.config["arch"], self.config["norm"], in_channels, n_classes,
-                        image_size)
+        m = build_model(
+            self.config["arch"], self.config["norm"], in_channels, n_classes, image_size
+        )
         m.load_state_dict(self.state)
         return m.eval()
 
@@ -81,7 +85,7 @@ def random_crop_flip(x: torch.Tensor, g: torch.Generator, pad: int = 4) -> torch
     dy = torch.randint(0, 2 * pad + 1, (b,), generator=g)
     dx = torch.randint(0, 2 * pad + 1, (b,), generator=g)
     rows = (torch.arange(h)[None] + dy[:, None])[:, None, :, None].expand(b, c, h, w)
-    cols = (torch.arange(w)[None] + dx[:, None])
+    cols = torch.arange(w)[None] + dx[:, None]
     flip = torch.rand(b, generator=g) < 0.5
     cols = torch.where(flip[:, None], cols.flip(1), cols)[:, None, None, :].expand(b, c, h, w)
     ch = torch.arange(c)[None, :, None, None].expand(b, c, h, w)
@@ -90,8 +94,9 @@ def random_crop_flip(x: torch.Tensor, g: torch.Generator, pad: int = 4) -> torch
 
 
 @torch.no_grad()
-def per_sample_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 512
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def per_sample_loss(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 512
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Eval-mode cross-entropy per sample and correctness per sample: (N,), (N,) bool. Batches of
     512: on 2 CPU cores twice the throughput of 2048 for LeNet, 1.7x for ResNet-20 (measured in
     the training benchmark's session)."""
@@ -99,9 +104,9 @@ def per_sample_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: i
     model.eval()
     losses, correct = [], []
     for i in range(0, len(x), batch):
-        z = model(x[i:i + batch])
-        losses.append(F.cross_entropy(z, y[i:i + batch], reduction="none"))
-        correct.append(z.argmax(1) == y[i:i + batch])
+        z = model(x[i : i + batch])
+        losses.append(F.cross_entropy(z, y[i : i + batch], reduction="none"))
+        correct.append(z.argmax(1) == y[i : i + batch])
     model.train(was)
     if not losses:
         return torch.zeros(0), torch.zeros(0, dtype=torch.bool)
@@ -114,7 +119,9 @@ def _summary(loss: torch.Tensor, correct: torch.Tensor) -> tuple[float, float]:
     return float(loss.mean()), float(correct.float().mean())
 
 
-def evaluate(model: nn.Module, xs: torch.Tensor, split: Split, xt: torch.Tensor) -> dict[str, float]:
+def evaluate(
+    model: nn.Module, xs: torch.Tensor, split: Split, xt: torch.Tensor
+) -> dict[str, float]:
     """Loss/accuracy on clean train samples, on corrupted samples against their training
     labels (memorization) and against their true labels, on the test set, and
     `rare_test_acc`: the accuracy on the test samples `split.test_mask` marks (the held-out
@@ -122,10 +129,15 @@ def evaluate(model: nn.Module, xs: torch.Tensor, split: Split, xt: torch.Tensor)
     z = _eval_logits(model, xs)  # one eval-mode pass over the training samples
     m = split.mask.to(z.device)
     out = {}
-    for name, y, sel in (("clean", split.y, ~m), ("noisy", split.y, m), ("noisy_true", split.y_true, m)):
+    for name, y, sel in (
+        ("clean", split.y, ~m),
+        ("noisy", split.y, m),
+        ("noisy_true", split.y_true, m),
+    ):
         y = y.to(z.device)[sel]
         out[f"{name}_loss"], out[f"{name}_acc"] = _summary(
-            F.cross_entropy(z[sel], y, reduction="none"), z[sel].argmax(1) == y)
+            F.cross_entropy(z[sel], y, reduction="none"), z[sel].argmax(1) == y
+        )
     el, ec = per_sample_loss(model, xt, split.y_test.to(xt.device))
     out["test_loss"], out["test_acc"] = _summary(el, ec)
     out["rare_test_acc"] = _group_acc(ec, split.test_mask)
@@ -137,7 +149,7 @@ def _eval_logits(model: nn.Module, x: torch.Tensor, batch: int = 2048) -> torch.
     """Eval-mode logits (N, classes) of a non-empty batch of normalized images, in chunks."""
     was = model.training
     model.eval()
-    z = torch.cat([model(x[i:i + batch]) for i in range(0, len(x), batch)])
+    z = torch.cat([model(x[i : i + batch]) for i in range(0, len(x), batch)])
     model.train(was)
     return z
 
@@ -155,12 +167,17 @@ def _atomic_save(obj, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def fit(split: Split, cfg: TrainConfig, device: str | None = None,
-        regularizer: Callable[[nn.Module], torch.Tensor] | None = None,
-        after_step: Callable[[nn.Module], None] | None = None,
-        on_epoch_end: Callable[[int, nn.Module], dict | None] | None = None,
-        checkpoint: str | Path | None = None, progress: bool = True,
-        desc: str | None = None) -> TrainResult:
+def fit(
+    split: Split,
+    cfg: TrainConfig,
+    device: str | None = None,
+    regularizer: Callable[[nn.Module], torch.Tensor] | None = None,
+    after_step: Callable[[nn.Module], None] | None = None,
+    on_epoch_end: Callable[[int, nn.Module], dict | None] | None = None,
+    checkpoint: str | Path | None = None,
+    progress: bool = True,
+    desc: str | None = None,
+) -> TrainResult:
     """Train a model of `cfg` on `split` and return its weights and history.
 
     regularizer(model) is added to the loss; after_step(model) runs after each optimizer step
@@ -177,8 +194,9 @@ def fit(split: Split, cfg: TrainConfig, device: str | None = None,
     # (bench/bench_train.py). Saved states load into either layout unchanged.
     layout = torch.channels_last if cfg.arch.startswith("resnet") else torch.contiguous_format
     model = build_model(cfg.arch, cfg.norm, c, split.n_classes, h).to(device, memory_format=layout)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
-                          weight_decay=cfg.weight_decay)
+    opt = torch.optim.SGD(
+        model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+    )
     xs = normalize(split.x, split.mean, split.std, device).contiguous(memory_format=layout)
     xt = normalize(split.x_test, split.mean, split.std, device).contiguous(memory_format=layout)
     ys = split.y.to(device)
@@ -200,18 +218,29 @@ def fit(split: Split, cfg: TrainConfig, device: str | None = None,
         opt.load_state_dict(saved["opt"])
         history, start = saved["history"], saved["epoch"] + 1
     else:
-        record(0, {"train_loss": float("nan"),
-                   **((on_epoch_end(0, model) or {}) if on_epoch_end else {})})
+        record(
+            0,
+            {
+                "train_loss": float("nan"),
+                **((on_epoch_end(0, model) or {}) if on_epoch_end else {}),
+            },
+        )
 
-    bar = tqdm(range(start, cfg.epochs + 1), desc=desc or f"{cfg.arch}/{cfg.norm} s{cfg.seed}",
-               disable=not progress, leave=False, initial=start - 1, total=cfg.epochs)
+    bar = tqdm(
+        range(start, cfg.epochs + 1),
+        desc=desc or f"{cfg.arch}/{cfg.norm} s{cfg.seed}",
+        disable=not progress,
+        leave=False,
+        initial=start - 1,
+        total=cfg.epochs,
+    )
     for epoch in bar:
         model.train()
         g = torch.Generator().manual_seed(cfg.seed * 100_003 + epoch)
         perm = torch.randperm(n, generator=g).to(device)
         run_loss = 0.0
         for s in range(steps_per_epoch):
-            idx = perm[s * cfg.batch_size:(s + 1) * cfg.batch_size]
+            idx = perm[s * cfg.batch_size : (s + 1) * cfg.batch_size]
             xb = xs[idx]
             if cfg.augment:
                 xb = random_crop_flip(xb, g)
@@ -223,19 +252,34 @@ def fit(split: Split, cfg: TrainConfig, device: str | None = None,
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
                     f"training diverged at epoch {epoch}, step {s} (loss={float(loss)}) for "
-                    f"arch={cfg.arch}, norm={cfg.norm}, lr={cfg.lr}; lower lr")
+                    f"arch={cfg.arch}, norm={cfg.norm}, lr={cfg.lr}; lower lr"
+                )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             if after_step is not None:
                 after_step(model)
             run_loss += float(loss.detach())
-        record(epoch, {"train_loss": run_loss / steps_per_epoch,
-                       **((on_epoch_end(epoch, model) or {}) if on_epoch_end else {})})
-        bar.set_postfix(mem=f"{history['noisy_acc'][-1]:.2f}", test=f"{history['test_acc'][-1]:.2f}")
+        record(
+            epoch,
+            {
+                "train_loss": run_loss / steps_per_epoch,
+                **((on_epoch_end(epoch, model) or {}) if on_epoch_end else {}),
+            },
+        )
+        bar.set_postfix(
+            mem=f"{history['noisy_acc'][-1]:.2f}", test=f"{history['test_acc'][-1]:.2f}"
+        )
         if ckpt:
-            _atomic_save({"model": model.state_dict(), "opt": opt.state_dict(),
-                          "history": history, "epoch": epoch}, ckpt)
+            _atomic_save(
+                {
+                    "model": model.state_dict(),
+                    "opt": opt.state_dict(),
+                    "history": history,
+                    "epoch": epoch,
+                },
+                ckpt,
+            )
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     return TrainResult(asdict(cfg), state, history)
 
@@ -243,4 +287,5 @@ def fit(split: Split, cfg: TrainConfig, device: str | None = None,
 def curves(histories: list[dict], key: str):
     """(runs, evaluated epochs) float array of one history entry over several runs (e.g. seeds)."""
     import numpy as np
+
     return np.array([h[key] for h in histories], dtype=float)

@@ -44,30 +44,37 @@
 # accuracy: a model that memorizes less only because it learned less would prove nothing.
 
 # %% tags=["parameters"]
-dataset = "fashion_mnist"        # mnist | fashion_mnist (offline default) | cifar10 | cifar100
-budget = "quick"                 # ci | quick | paper: which params/<budget>.yaml applies
-arch = "lenet"                   # lenet | resnet20 | resnet18 | densenet
-norms = ["bn", "none", "gn", "bn_noaffine"]  # must include "bn" and "none"; "gn", "bn_noaffine": controls
+dataset = "fashion_mnist"  # mnist | fashion_mnist (offline default) | cifar10 | cifar100
+budget = "quick"  # ci | quick | paper: which params/<budget>.yaml applies
+arch = "lenet"  # lenet | resnet20 | resnet18 | densenet
+norms = [
+    "bn",
+    "none",
+    "gn",
+    "bn_noaffine",
+]  # must include "bn" and "none"; "gn", "bn_noaffine": controls
 corruption = ["flip", "ood", "rare"]  # any of "flip", "ood", "rare" (one or a list)
-noise_frac = 0.1                 # flip / ood: share of training samples corrupted, in (0, 1)
-ood_source = "digits"            # OOD images: noise | digits | mnist | fashion_mnist | cifar10 | cifar100
-rare_share = 0.02                # rare: the rare class's share of the training subset, in (0, 1/classes]
-rare_class = -1                  # rare: which class is rare; -1: a seeded choice per seed
-clean_level = 0.85               # clean training accuracy at which speed and its cost are read
-n_train = 4000                   # training samples drawn from the training set (seeded)
-n_test = 2000                    # clean test samples used for test accuracy
-epochs = 15                      # training epochs
-seeds = [0, 1, 2, 3]             # one run per seed and norm; data subset and corruption follow the seed
-batch_size = 128                 # SGD mini-batch size
-lr = 0.05                        # peak learning rate (cosine schedule, momentum 0.9)
-weight_decay = 5e-4              # L2 weight decay
-augment = False                  # random crop + flip (CIFAR)
-download = False                 # allow torchvision to download the dataset if it is missing
-device = "auto"                  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
+noise_frac = 0.1  # flip / ood: share of training samples corrupted, in (0, 1)
+ood_source = "digits"  # OOD images: noise | digits | mnist | fashion_mnist | cifar10 | cifar100
+rare_share = 0.02  # rare: the rare class's share of the training subset, in (0, 1/classes]
+rare_class = -1  # rare: which class is rare; -1: a seeded choice per seed
+clean_level = 0.85  # clean training accuracy at which speed and its cost are read
+n_train = 4000  # training samples drawn from the training set (seeded)
+n_test = 2000  # clean test samples used for test accuracy
+epochs = 15  # training epochs
+seeds = [0, 1, 2, 3]  # one run per seed and norm; data subset and corruption follow the seed
+batch_size = 128  # SGD mini-batch size
+lr = 0.05  # peak learning rate (cosine schedule, momentum 0.9)
+weight_decay = 5e-4  # L2 weight decay
+augment = False  # random crop + flip (CIFAR)
+download = False  # allow torchvision to download the dataset if it is missing
+device = "auto"  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from bnpaper import notebook; run = notebook.start(globals(), "01_forced_memorization")  # noqa: E702
+from bnpaper import notebook
+
+run = notebook.start(globals(), "01_forced_memorization")  # noqa: E702
 
 # %% [markdown]
 # ## The experiment
@@ -85,23 +92,42 @@ from bnpaper import data, memorization, plots, train, units
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
-runs, n_atyp = {}, {}  # (corruption, norm, seed) -> per-epoch history; corruption -> atypical samples
+runs, n_atyp = (
+    {},
+    {},
+)  # (corruption, norm, seed) -> per-epoch history; corruption -> atypical samples
 for corr in corruption:
     for seed in seeds:
-        split = data.make_split(ds, n_train, corr, noise_frac, seed, ood_source, n_test, rare_share, rare_class)
+        split = data.make_split(
+            ds, n_train, corr, noise_frac, seed, ood_source, n_test, rare_share, rare_class
+        )
         n_atyp[corr] = int(split.mask.sum())
         for norm in norms:
-            cfg = train.TrainConfig(arch=arch, norm=norm, epochs=epochs, batch_size=batch_size,
-                                    lr=lr, weight_decay=weight_decay, augment=augment, seed=seed)
-            runs[corr, norm, seed] = units.trained(split, cfg, desc=f"{corr} {norm} seed {seed}").history
+            cfg = train.TrainConfig(
+                arch=arch,
+                norm=norm,
+                epochs=epochs,
+                batch_size=batch_size,
+                lr=lr,
+                weight_decay=weight_decay,
+                augment=augment,
+                seed=seed,
+            )
+            runs[corr, norm, seed] = units.trained(
+                split, cfg, desc=f"{corr} {norm} seed {seed}"
+            ).history
 R = memorization.Runs(runs, tuple(seeds))
 ep, acc = R.epochs, {c: R.test_acc(c, norms) for c in corruption}
-TITLE = {"flip": f"label flips: {n_atyp.get('flip')} of {n_train} training labels",
-         "ood": f"OOD images ({ood_source}), random labels: {n_atyp.get('ood')} of {n_train}",
-         "rare": f"rare class: {n_atyp.get('rare')} of {n_train} ({rare_share:.0%}; natural {1 / ds.n_classes:.0%})"}
+TITLE = {
+    "flip": f"label flips: {n_atyp.get('flip')} of {n_train} training labels",
+    "ood": f"OOD images ({ood_source}), random labels: {n_atyp.get('ood')} of {n_train}",
+    "rare": f"rare class: {n_atyp.get('rare')} of {n_train} ({rare_share:.0%}; natural {1 / ds.n_classes:.0%})",
+}
 BAND = f"mean of {len(seeds)} seeds; band: range over seeds"
 name = lambda corr, norm: f"{plots.label(norm)} (clean test acc. {acc[corr][norm]:.2f})"
-accs = lambda corr, ns=norms: "clean test acc.: " + ", ".join(f"{plots.label(n)} {acc[corr][n]:.2f}" for n in ns)
+accs = lambda corr, ns=norms: (
+    "clean test acc.: " + ", ".join(f"{plots.label(n)} {acc[corr][n]:.2f}" for n in ns)
+)
 print(f"{len(runs)} models ready")
 
 # %% [markdown]
@@ -112,8 +138,14 @@ print(f"{len(runs)} models ready")
 # Mean over seeds, band = min..max, each model's final clean test accuracy in the legend.
 
 # %%
-fig = plots.memorization_figure(ep, {c: {n: R.mem(c, n) for n in norms} for c in corruption},
-                                {c: {n: name(c, n) for n in norms} for c in corruption}, TITLE, ds.n_classes, BAND)
+fig = plots.memorization_figure(
+    ep,
+    {c: {n: R.mem(c, n) for n in norms} for c in corruption},
+    {c: {n: name(c, n) for n in norms} for c in corruption},
+    TITLE,
+    ds.n_classes,
+    BAND,
+)
 run.figure(fig, "memorization_curves")
 
 # %% [markdown]
@@ -123,9 +155,19 @@ run.figure(fig, "memorization_curves")
 
 # %%
 if "rare" in corruption:
-    fig = plots.rare_members_figure(ep, {f"{plots.label(n)}: final gap {R.mem('rare', n)[:, -1].mean():+.3f}": (
-        n, R.curves("rare", n, "noisy_acc"), R.curves("rare", n, "rare_test_acc"), R.curves("rare", n, "test_acc"))
-        for n in norms}, f"{TITLE['rare']}; {BAND}")
+    fig = plots.rare_members_figure(
+        ep,
+        {
+            f"{plots.label(n)}: final gap {R.mem('rare', n)[:, -1].mean():+.3f}": (
+                n,
+                R.curves("rare", n, "noisy_acc"),
+                R.curves("rare", n, "rare_test_acc"),
+                R.curves("rare", n, "test_acc"),
+            )
+            for n in norms
+        },
+        f"{TITLE['rare']}; {BAND}",
+    )
     run.figure(fig, "rare_members")
 
 # %% [markdown]
@@ -137,10 +179,27 @@ if "rare" in corruption:
 fig, axes = plots.panels(len(corruption))
 for ax, corr in zip(axes, corruption):
     for norm in ("bn", "none"):
-        plots.band(ax, ep, R.curves(corr, norm, "noisy_loss"), norm, f"{plots.label(norm)}: {memorization.SUBSET[corr]}")
-        plots.band(ax, ep, R.curves(corr, norm, "clean_loss"), norm, f"{plots.label(norm)}: clean samples", "--")
-    ax.set(title=f"{TITLE[corr]}\n{accs(corr, ('bn', 'none'))}", xlabel="epoch", yscale="log",
-           ylabel="mean cross-entropy (nats, log scale)")
+        plots.band(
+            ax,
+            ep,
+            R.curves(corr, norm, "noisy_loss"),
+            norm,
+            f"{plots.label(norm)}: {memorization.SUBSET[corr]}",
+        )
+        plots.band(
+            ax,
+            ep,
+            R.curves(corr, norm, "clean_loss"),
+            norm,
+            f"{plots.label(norm)}: clean samples",
+            "--",
+        )
+    ax.set(
+        title=f"{TITLE[corr]}\n{accs(corr, ('bn', 'none'))}",
+        xlabel="epoch",
+        yscale="log",
+        ylabel="mean cross-entropy (nats, log scale)",
+    )
     plots.plain_log_axis(ax)
 fig.tight_layout()
 for ax in axes:
@@ -156,7 +215,11 @@ fig, axes = plots.panels(len(corruption))
 for ax, corr in zip(axes, corruption):
     for norm in norms:
         plots.band(ax, ep, R.curves(corr, norm, "test_acc"), norm)
-    ax.set(title=f"{TITLE[corr]}\n{n_test} clean test samples", xlabel="epoch", ylabel="clean test accuracy")
+    ax.set(
+        title=f"{TITLE[corr]}\n{n_test} clean test samples",
+        xlabel="epoch",
+        ylabel="clean test accuracy",
+    )
 fig.tight_layout()
 for ax in axes:
     plots.legend_below(ax, title=BAND, title_fontsize=7, ncol=2)
@@ -170,9 +233,15 @@ run.figure(fig, "test_accuracy")
 # how much of the atypical subset has each model memorized? That is the price of the speed.
 
 # %%
-fig = plots.typical_figure(ep, {c: {n: R.curves(c, n, "clean_acc") for n in norms} for c in corruption},
-                           {c: {n: R.mem(c, n) for n in norms} for c in corruption}, clean_level,
-                           {c: {n: R.level_epochs(c, n, clean_level) for n in norms} for c in corruption}, TITLE, BAND)
+fig = plots.typical_figure(
+    ep,
+    {c: {n: R.curves(c, n, "clean_acc") for n in norms} for c in corruption},
+    {c: {n: R.mem(c, n) for n in norms} for c in corruption},
+    clean_level,
+    {c: {n: R.level_epochs(c, n, clean_level) for n in norms} for c in corruption},
+    TITLE,
+    BAND,
+)
 run.figure(fig, "typical_speed")
 
 # %% [markdown]
@@ -183,7 +252,9 @@ run.figure(fig, "typical_speed")
 
 # %%
 if set(memorization.CONTROLS) & set(norms):
-    fig = plots.controls_figure({c: {n: R.mem(c, n)[:, -1] for n in norms} for c in corruption}, acc, TITLE)
+    fig = plots.controls_figure(
+        {c: {n: R.mem(c, n)[:, -1] for n in norms} for c in corruption}, acc, TITLE
+    )
     run.figure(fig, "controls")
 
 # %% [markdown]
@@ -214,20 +285,37 @@ display(Markdown(memorization.table(summary, clean_level)))
 
 # %%
 rows = memorization.verdict_rows(R, corruption, norms, clean_level, dataset=dataset, budget=budget)
-run.save({"summary": summary, "claims": rows,
-          "key_figures": notebook.figure_paths(run, ["memorization_curves", "typical_speed"] + (
-              ["controls"] if set(memorization.CONTROLS) & set(norms) else [])),
-          "histories": {f"{c}/{n}/{s}": h for (c, n, s), h in runs.items()}})
+run.save(
+    {
+        "summary": summary,
+        "claims": rows,
+        "key_figures": notebook.figure_paths(
+            run,
+            ["memorization_curves", "typical_speed"]
+            + (["controls"] if set(memorization.CONTROLS) & set(norms) else []),
+        ),
+        "histories": {f"{c}/{n}/{s}": h for (c, n, s), h in runs.items()},
+    }
+)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"Forced memorization on {dataset} ({arch}, flip/ood {noise_frac:.0%} corrupted, rare class "
-      f"{rare_share:.0%} of the subset, {len(seeds)} seeds, {epochs} epochs, budget {budget})")
+print(
+    f"Forced memorization on {dataset} ({arch}, flip/ood {noise_frac:.0%} corrupted, rare class "
+    f"{rare_share:.0%} of the subset, {len(seeds)} seeds, {epochs} epochs, budget {budget})"
+)
 for c in rows:
     accs = ", ".join(f"{plots.label(n)} {a:.2f}" for n, a in c["clean_test_acc"].items())
-    est = (f"{c['measured']:+.2f} [{c['lo']:+.2f}, {c['hi']:+.2f}]" if np.isfinite(c["measured"])
-           else "no estimate (a seed never reached the level)")
-    print(f"- {c['claim']}: {c['unit'].split(',')[0]} = {est} -> {c['verdict']} (clean test acc: {accs})")
+    est = (
+        f"{c['measured']:+.2f} [{c['lo']:+.2f}, {c['hi']:+.2f}]"
+        if np.isfinite(c["measured"])
+        else "no estimate (a seed never reached the level)"
+    )
+    print(
+        f"- {c['claim']}: {c['unit'].split(',')[0]} = {est} -> {c['verdict']} (clean test acc: {accs})"
+    )
 print("Controls (which part of BN carries its effect on memorization?):")
 print("\n".join(f"- {line}" for line in memorization.controls_reading(rows)))
-print("Paper: BN speeds up learning of typical samples and makes networks memorize atypical samples faster and more strongly.")
+print(
+    "Paper: BN speeds up learning of typical samples and makes networks memorize atypical samples faster and more strongly."
+)

@@ -32,36 +32,42 @@
 # trained over several seeds: which of $\gamma$ growth and $\sigma$ shrinkage drives the factor.
 
 # %% tags=["parameters"]
-dataset = "fashion_mnist"        # dataset of the trained networks (part 3)
-budget = "quick"                 # ci | quick | paper: which params/<budget>.yaml applies
-toy_d = 500                      # toy input dimension (> samples: outliers can be fit linearly)
-toy_n_typical = 200              # correctly labeled toy samples
-toy_n_outliers = 10              # mislabeled toy samples (label flipped)
-toy_steps = 300                  # SGD steps per toy run
-toy_batch_sizes = [8, 32, 128]   # batch sizes of the approximation study
-toy_lrs = [0.01, 0.1, 1.0]       # SGD learning rates of the approximation study
-toy_w_scales = [0.3, 1.0, 3.0]   # |w| at initialization: spreads the predicted (gamma/sigma)^2
-toy_seeds = [0, 1, 2]            # seeds of the feedback runs and the default setting's probes (the grid: the first)
-default_batch_size = 32          # setting at which the verdict reads the agreement
+dataset = "fashion_mnist"  # dataset of the trained networks (part 3)
+budget = "quick"  # ci | quick | paper: which params/<budget>.yaml applies
+toy_d = 500  # toy input dimension (> samples: outliers can be fit linearly)
+toy_n_typical = 200  # correctly labeled toy samples
+toy_n_outliers = 10  # mislabeled toy samples (label flipped)
+toy_steps = 300  # SGD steps per toy run
+toy_batch_sizes = [8, 32, 128]  # batch sizes of the approximation study
+toy_lrs = [0.01, 0.1, 1.0]  # SGD learning rates of the approximation study
+toy_w_scales = [0.3, 1.0, 3.0]  # |w| at initialization: spreads the predicted (gamma/sigma)^2
+toy_seeds = [
+    0,
+    1,
+    2,
+]  # seeds of the feedback runs and the default setting's probes (the grid: the first)
+default_batch_size = 32  # setting at which the verdict reads the agreement
 default_lr = 0.1
-probe_every = 20                 # probe each outlier in the batch every that many steps
-archs = ["lenet", "resnet20"]    # trained networks for gamma/sigma (BN models)
-n_train = {"lenet": 8000, "resnet20": 4000}   # training samples per architecture
-epochs = {"lenet": 15, "resnet20": 4}         # epochs per architecture
-n_test = 2000                    # clean test samples (test accuracy next to gamma/sigma)
-noise_frac = 0.1                 # share of flipped labels in the trained networks' data
-batch_size = 128                 # SGD mini-batch size of the trained networks
-lr = 0.05                        # peak learning rate (cosine, momentum 0.9)
-weight_decay = 5e-4              # L2 weight decay
-augment = False                  # random crop + flip for the trained networks (CIFAR)
-seeds = [0, 1, 2]                # trained networks per architecture (data, flips, init follow it)
-clean_reference = ["lenet"]      # archs also trained on clean labels: does label noise raise gamma?
-download = False                 # allow torchvision to download the dataset if it is missing
-device = "auto"                  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
+probe_every = 20  # probe each outlier in the batch every that many steps
+archs = ["lenet", "resnet20"]  # trained networks for gamma/sigma (BN models)
+n_train = {"lenet": 8000, "resnet20": 4000}  # training samples per architecture
+epochs = {"lenet": 15, "resnet20": 4}  # epochs per architecture
+n_test = 2000  # clean test samples (test accuracy next to gamma/sigma)
+noise_frac = 0.1  # share of flipped labels in the trained networks' data
+batch_size = 128  # SGD mini-batch size of the trained networks
+lr = 0.05  # peak learning rate (cosine, momentum 0.9)
+weight_decay = 5e-4  # L2 weight decay
+augment = False  # random crop + flip for the trained networks (CIFAR)
+seeds = [0, 1, 2]  # trained networks per architecture (data, flips, init follow it)
+clean_reference = ["lenet"]  # archs also trained on clean labels: does label noise raise gamma?
+download = False  # allow torchvision to download the dataset if it is missing
+device = "auto"  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from bnpaper import notebook; run = notebook.start(globals(), "04_theory")  # noqa: E702
+from bnpaper import notebook
+
+run = notebook.start(globals(), "04_theory")  # noqa: E702
 
 # %% [markdown]
 # ## Part 1: the derivation
@@ -81,11 +87,21 @@ from bnpaper import claims, data, plots, stats, theory as S, train, units
 
 plots.use_style()
 show, X2 = S.show, S.sq_norm(S.x)
-show({r"m_{\text{no-BN}}": S.margin("none"), r"m_{\text{BN}}": S.margin("bn"),
-      r"\partial \ell/\partial w_1\ (\text{BN})": sp.diff(S.ell(S.margin("bn")), S.w[0])})
+show(
+    {
+        r"m_{\text{no-BN}}": S.margin("none"),
+        r"m_{\text{BN}}": S.margin("bn"),
+        r"\partial \ell/\partial w_1\ (\text{BN})": sp.diff(S.ell(S.margin("bn")), S.w[0]),
+    }
+)
 dm_none, dm_bn, ratio = S.margin_change("none"), S.margin_change("bn"), S.growth_ratio()
-show({r"\Delta m_{\text{no-BN}}": dm_none, r"\Delta m_{\text{BN}}": dm_bn,
-      r"\Delta m_{\text{BN}} / \Delta m_{\text{no-BN}}": ratio})
+show(
+    {
+        r"\Delta m_{\text{no-BN}}": dm_none,
+        r"\Delta m_{\text{BN}}": dm_bn,
+        r"\Delta m_{\text{BN}} / \Delta m_{\text{no-BN}}": ratio,
+    }
+)
 assert S.equal(dm_none, -S.eta * S.lp * S.a**2 * X2)
 assert S.equal(dm_bn, -S.eta * S.lp * S.a**2 * S.gamma**2 / S.sigma**2 * X2)
 assert S.equal(ratio, S.gamma**2 / S.sigma**2), "the derived ratio is not (gamma/sigma)^2"
@@ -109,7 +125,7 @@ show(r"\Delta m_{\text{BN}}\ (\mu = w\cdot\bar x)", S.margin_change("bn", center
 assert S.equal(ratio_c, S.gamma**2 / S.sigma**2 * S.sq_norm(S.x - S.xbar) / X2)
 terms_bn, terms_none = S.full_update_terms("bn"), S.full_update_terms("none")
 show({**S.term_labels(terms_bn, "BN"), **S.term_labels(terms_none, "no-BN")})
-assert S.equal(terms_bn["gamma"], -S.eta * S.lp * S.a**2 * S.zhat()**2)
+assert S.equal(terms_bn["gamma"], -S.eta * S.lp * S.a**2 * S.zhat() ** 2)
 assert S.equal(terms_bn["beta"], -S.eta * S.lp * S.a**2)
 assert S.equal(terms_bn["a"], -S.eta * S.lp * (S.gamma * S.zhat() + S.beta) ** 2)
 assert S.equal(S.margin_change("bn", ("w", "gamma", "beta", "a")), sum(terms_bn.values()))
@@ -142,12 +158,24 @@ assert sp.limit(lprime, _m, sp.oo) == 0 and sp.limit(lprime, _m, -sp.oo) == -1
 # %%
 # NBVAL_IGNORE_OUTPUT
 base = S.ToyConfig(d=toy_d, n_typical=toy_n_typical, n_outliers=toy_n_outliers, steps=toy_steps)
-ps = S.probe_study(base, toy_batch_sizes, toy_lrs, toy_w_scales, toy_seeds, default_batch_size,
-                   default_lr, probe_every)
-print(f"{len(ps.probes['measured'])} probes over {ps.n_runs_grid} runs, {len(ps.tiny['measured'])} tiny-step "
-      f"probes; {ps.n_bad} of the {ps.n_probes} at the default setting with a falling margin")
+ps = S.probe_study(
+    base,
+    toy_batch_sizes,
+    toy_lrs,
+    toy_w_scales,
+    toy_seeds,
+    default_batch_size,
+    default_lr,
+    probe_every,
+)
+print(
+    f"{len(ps.probes['measured'])} probes over {ps.n_runs_grid} runs, {len(ps.tiny['measured'])} tiny-step "
+    f"probes; {ps.n_bad} of the {ps.n_probes} at the default setting with a falling margin"
+)
 print("run ratios (w_scale, seed):", {k: round(r, 3) for k, r in ps.run_ratio_table().items()})
-run.figure(plots.theory_margin_growth(ps, toy_batch_sizes, toy_lrs), "margin_growth_measured_vs_predicted")
+run.figure(
+    plots.theory_margin_growth(ps, toy_batch_sizes, toy_lrs), "margin_growth_measured_vs_predicted"
+)
 
 # %% [markdown]
 # The crosses (step $10^{-6}$) isolate the *fixed-statistics* approximation: the real gradient
@@ -166,7 +194,9 @@ run.figure(plots.theory_margin_growth(ps, toy_batch_sizes, toy_lrs), "margin_gro
 # NBVAL_IGNORE_OUTPUT
 fb = S.feedback_study(base, toy_seeds, default_batch_size, default_lr)
 run.figure(plots.theory_gamma_feedback(fb), "gamma_feedback")
-print(f"outliers: {fb.population_share:.1%} of the samples, {fb.gamma_share:.1%} of sum_i |dL/dgamma_i|")
+print(
+    f"outliers: {fb.population_share:.1%} of the samples, {fb.gamma_share:.1%} of sum_i |dL/dgamma_i|"
+)
 
 # %% [markdown]
 # ## Part 3: $\gamma/\sigma$ in trained networks, over seeds
@@ -182,14 +212,25 @@ ds = data.load_dataset(dataset, download=download)
 nets = {}  # (arch, labels, seed) -> |gamma|/sigma per BN layer, trained and at initialization
 for arch in archs:
     for labels, frac in (("flip", noise_frac), ("none", 0.0)):
-        for s in (seeds if labels == "flip" or arch in clean_reference else []):
+        for s in seeds if labels == "flip" or arch in clean_reference else []:
             split = data.make_split(ds, n_train[arch], labels, frac, s, n_test=n_test)
-            cfg = train.TrainConfig(arch=arch, norm="bn", epochs=epochs[arch], batch_size=batch_size,
-                                    lr=lr, weight_decay=weight_decay, augment=augment, seed=s)
+            cfg = train.TrainConfig(
+                arch=arch,
+                norm="bn",
+                epochs=epochs[arch],
+                batch_size=batch_size,
+                lr=lr,
+                weight_decay=weight_decay,
+                augment=augment,
+                seed=s,
+            )
             res = units.trained(split, cfg, desc=f"{arch} bn, {labels} labels, seed {s}")
             nets[arch, labels, s] = S.trained_gamma_sigma(res, split, batch_size, 4, init=True)
 tn = S.TrainedStudy(nets, archs, seeds)
-run.figure(plots.theory_gamma_sigma_layers(*tn.first_network(), seeds[0], noise_frac), "gamma_over_sigma_trained")
+run.figure(
+    plots.theory_gamma_sigma_layers(*tn.first_network(), seeds[0], noise_frac),
+    "gamma_over_sigma_trained",
+)
 run.figure(plots.theory_share_over_seeds(tn), "fraction_above_one")
 
 # %% [markdown]
@@ -213,38 +254,85 @@ display(*tn.tables())  # trained / initialization, then flipped / clean labels
 # %%
 common = {"dataset": dataset, "budget": budget, "clean_test_acc": fb.test_acc}  # toy test acc
 one = S.derived_factor(ratio)  # derived ratio / (gamma/sigma)^2
-rows = [claims.judge("04.derivation", stats.Estimate(one, one, one, 1), dataset=dataset, budget=budget,
-                     unit="derived ratio / (gamma/sigma)^2 (exact, sympy)", clean_test_acc=None),
-        claims.judge("04.simulation", ps.agreement, **common, **ps.row_fields()),
-        claims.judge("04.gamma_feedback.toy", fb.gap_gamma, **common, **fb.row_fields("gamma"))]
-amp = claims.judge("04.amplification.toy", S.exp_estimate(fb.factor_gap), **common, **fb.row_fields("factor"))
+rows = [
+    claims.judge(
+        "04.derivation",
+        stats.Estimate(one, one, one, 1),
+        dataset=dataset,
+        budget=budget,
+        unit="derived ratio / (gamma/sigma)^2 (exact, sympy)",
+        clean_test_acc=None,
+    ),
+    claims.judge("04.simulation", ps.agreement, **common, **ps.row_fields()),
+    claims.judge("04.gamma_feedback.toy", fb.gap_gamma, **common, **fb.row_fields("gamma")),
+]
+amp = claims.judge(
+    "04.amplification.toy", S.exp_estimate(fb.factor_gap), **common, **fb.row_fields("factor")
+)
 rows.append(S.loop_verdict(amp, rows[2], fb))  # a rise through sigma alone is not the paper's loop
 for arch in archs:  # the unit is a network: its share of channels, an interval over seeds
     e = tn.most_channels(arch)
-    rows.append(claims.judge("04.most_channels", e, arch=arch, dataset=dataset, budget=budget,
-                             clean_test_acc={"bn": tn.test_acc(arch)}, **tn.most_fields(arch, e)))
+    rows.append(
+        claims.judge(
+            "04.most_channels",
+            e,
+            arch=arch,
+            dataset=dataset,
+            budget=budget,
+            clean_test_acc={"bn": tn.test_acc(arch)},
+            **tn.most_fields(arch, e),
+        )
+    )
 for arch in tn.clean_archs():  # pairs of networks from one seed: same init, images and order
     e = tn.gamma_ratio(arch)
-    rows.append(claims.judge("04.gamma_noisy_vs_clean", e, arch=arch, dataset=dataset, budget=budget,
-                             **tn.gamma_fields(arch, e, noise_frac), clean_test_acc={
-                                 "bn": tn.test_acc(arch), "bn_clean_labels": tn.test_acc(arch, "none")}))
-run.save({"claims": rows, "trained": tn.summary(),
-          "derivation": {"ratio": str(ratio), "ratio_centered": str(ratio_c), "gamma_gradient": str(g_gamma)},
-          "simulation": {**ps.summary(), **fb.summary()},
-          "key_figures": notebook.figure_paths(run, ["margin_growth_measured_vs_predicted",
-                                                     "gamma_sigma_drivers", "gamma_over_sigma_trained"])})
+    rows.append(
+        claims.judge(
+            "04.gamma_noisy_vs_clean",
+            e,
+            arch=arch,
+            dataset=dataset,
+            budget=budget,
+            **tn.gamma_fields(arch, e, noise_frac),
+            clean_test_acc={"bn": tn.test_acc(arch), "bn_clean_labels": tn.test_acc(arch, "none")},
+        )
+    )
+run.save(
+    {
+        "claims": rows,
+        "trained": tn.summary(),
+        "derivation": {
+            "ratio": str(ratio),
+            "ratio_centered": str(ratio_c),
+            "gamma_gradient": str(g_gamma),
+        },
+        "simulation": {**ps.summary(), **fb.summary()},
+        "key_figures": notebook.figure_paths(
+            run,
+            [
+                "margin_growth_measured_vs_predicted",
+                "gamma_sigma_drivers",
+                "gamma_over_sigma_trained",
+            ],
+        ),
+    }
+)
 
 # %%
 # NBVAL_CHECK_OUTPUT
 print(f"Theory check ({budget} budget; trained networks on {dataset}, seeds {seeds})")
 for c in rows:
     accs = ", ".join(f"{k} {v:.2f}" for k, v in (c["clean_test_acc"] or {}).items()) or "n/a"
-    print(f"- {c['claim']}: {c['measured']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}] {c['unit'].split(';')[0]}"
-          f" [paper: {c['paper']}] -> {c['verdict']}" + (f" ({c['magnitude']})" if c["magnitude"] else "")
-          + f"; clean test acc: {accs}")
+    print(
+        f"- {c['claim']}: {c['measured']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}] {c['unit'].split(';')[0]}"
+        f" [paper: {c['paper']}] -> {c['verdict']}"
+        + (f" ({c['magnitude']})" if c["magnitude"] else "")
+        + f"; clean test acc: {accs}"
+    )
 xs = {S.x[0]: 2, S.x[1]: 0, S.x[2]: 0, S.xbar[0]: 1, S.xbar[1]: 0, S.xbar[2]: 0}
-print(f"Derived ratio: {ratio}; with the batch mean following w: {ratio_c.subs(xs)} at x = (2, 0, 0), "
-      f"xbar = (1, 0, 0). Simulation: log-log slope {ps.loglog_slope:.2f}; infinitesimal step "
-      f"{np.exp(ps.tiny_fixed.value):.2f} (full first order within {100 * (ps.tiny_full_error - 1):.0f}%); "
-      f"outlier memorization BN - no-BN {fb.mem_gap.fmt(2)}.")
+print(
+    f"Derived ratio: {ratio}; with the batch mean following w: {ratio_c.subs(xs)} at x = (2, 0, 0), "
+    f"xbar = (1, 0, 0). Simulation: log-log slope {ps.loglog_slope:.2f}; infinitesimal step "
+    f"{np.exp(ps.tiny_fixed.value):.2f} (full first order within {100 * (ps.tiny_full_error - 1):.0f}%); "
+    f"outlier memorization BN - no-BN {fb.mem_gap.fmt(2)}."
+)
 print(fb.story(rows[2]["verdict"]), tn.story(), sep="\n")

@@ -40,40 +40,57 @@
 # images protect rare samples, at what cost?
 
 # %% tags=["parameters"]
-dataset = "fashion_mnist"        # mnist | fashion_mnist (offline default) | cifar10 | cifar100
-budget = "quick"                 # ci | quick | paper: which params/<budget>.yaml applies
-arch = "lenet"                   # lenet | resnet20 | resnet18 | densenet
-corruption = ["flip", "ood", "rare"]  # any of "flip", "ood", "rare" (one or a list; flip or ood needed)
-noise_frac = 0.1                 # flip / ood: share of training samples corrupted, in (0, 1)
-ood_source = "digits"            # OOD images: noise | digits | mnist | fashion_mnist | cifar10 | cifar100
-rare_share = 0.02                # rare: the rare class's share of the training subset, in (0, 1/classes]
-rare_class = -1                  # rare: which class is rare; -1: a seeded choice per seed
-n_train = 4000                   # training samples of every model (a seeded subset)
-n_test = 2000                    # clean test images: the evaluation models' clean accuracy
-epochs = 8                       # training epochs
-seeds = [0, 1, 2]                # evaluation seeds: every reported number (paired across models)
-selection_seeds = [100]          # selection seeds: the candidates train here (disjoint from seeds)
-n_val = 2000                     # validation images held out of the training set (selection only)
-batch_size = 64                  # SGD mini-batch size
-lr = 0.05                        # peak learning rate (cosine schedule, momentum 0.9)
-weight_decay = 5e-4              # L2 weight decay of every model (also on gamma)
-augment = False                  # random crop + flip (CIFAR)
-lams = [1e-4, 4e-4, 1.6e-3, 6.3e-3, 2.5e-2, 1e-1]  # penalty weights lambda (3 decades): frontier and candidates
-taus = [1.0]                     # penalty bounds tau of the candidates (every lambda x tau)
-frontier_tau = 1.0               # tau of the frontier (one of taus)
+dataset = "fashion_mnist"  # mnist | fashion_mnist (offline default) | cifar10 | cifar100
+budget = "quick"  # ci | quick | paper: which params/<budget>.yaml applies
+arch = "lenet"  # lenet | resnet20 | resnet18 | densenet
+corruption = [
+    "flip",
+    "ood",
+    "rare",
+]  # any of "flip", "ood", "rare" (one or a list; flip or ood needed)
+noise_frac = 0.1  # flip / ood: share of training samples corrupted, in (0, 1)
+ood_source = "digits"  # OOD images: noise | digits | mnist | fashion_mnist | cifar10 | cifar100
+rare_share = 0.02  # rare: the rare class's share of the training subset, in (0, 1/classes]
+rare_class = -1  # rare: which class is rare; -1: a seeded choice per seed
+n_train = 4000  # training samples of every model (a seeded subset)
+n_test = 2000  # clean test images: the evaluation models' clean accuracy
+epochs = 8  # training epochs
+seeds = [0, 1, 2]  # evaluation seeds: every reported number (paired across models)
+selection_seeds = [100]  # selection seeds: the candidates train here (disjoint from seeds)
+n_val = 2000  # validation images held out of the training set (selection only)
+batch_size = 64  # SGD mini-batch size
+lr = 0.05  # peak learning rate (cosine schedule, momentum 0.9)
+weight_decay = 5e-4  # L2 weight decay of every model (also on gamma)
+augment = False  # random crop + flip (CIFAR)
+lams = [
+    1e-4,
+    4e-4,
+    1.6e-3,
+    6.3e-3,
+    2.5e-2,
+    1e-1,
+]  # penalty weights lambda (3 decades): frontier and candidates
+taus = [1.0]  # penalty bounds tau of the candidates (every lambda x tau)
+frontier_tau = 1.0  # tau of the frontier (one of taus)
 projection_taus = [0.5, 1.0, 2.0]  # candidates: the projection at these bounds ([] for none)
-frontier_corruption = ["flip"]   # the kinds the frontier and alternatives train on (those corruption has, else its first)
-gamma_decays = [0.05]            # alternative: an extra L2 on the BN gammas only (its coefficient)
-strong_weight_decays = [5e-3]    # alternative: a stronger global weight decay
-lira = True                      # LiRA on notebook 03's pools with and without the chosen setting
-lira_variant = "online"          # online (03's attack) | online_fixed | offline | offline_fixed
-lira_frontier_shadows = 8        # the LiRA frontier: shadows per family on the pool of 03 (0: none; even, >= 4)
-download = False                 # allow torchvision to download the dataset if it is missing
-device = "auto"                  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
+frontier_corruption = [
+    "flip"
+]  # the kinds the frontier and alternatives train on (those corruption has, else its first)
+gamma_decays = [0.05]  # alternative: an extra L2 on the BN gammas only (its coefficient)
+strong_weight_decays = [5e-3]  # alternative: a stronger global weight decay
+lira = True  # LiRA on notebook 03's pools with and without the chosen setting
+lira_variant = "online"  # online (03's attack) | online_fixed | offline | offline_fixed
+lira_frontier_shadows = (
+    8  # the LiRA frontier: shadows per family on the pool of 03 (0: none; even, >= 4)
+)
+download = False  # allow torchvision to download the dataset if it is missing
+device = "auto"  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from bnpaper import notebook; run = notebook.start(globals(), "05_mitigation")  # noqa: E702
+from bnpaper import notebook
+
+run = notebook.start(globals(), "05_mitigation")  # noqa: E702
 
 # %% [markdown]
 # ## 1. The setting is chosen in advance, on held-out data
@@ -94,18 +111,40 @@ from bnpaper import mitigation_study as ms
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
 V, MC = ms.Variant, mitigation.MitigationConfig
-base = train.TrainConfig(arch=arch, epochs=epochs, batch_size=batch_size, lr=lr,
-                         weight_decay=weight_decay, augment=augment)
-BN, NOBN, GRID = V("bn"), V("none"), ms.grid_kinds(corruption)  # GRID: the kinds the setting is chosen on
-FK = ms.frontier_kinds(corruption, frontier_corruption)          # FK: the kinds the frontier is drawn on
-CANDIDATES = [V("bn", MC("penalty", lam, tau)) for tau in taus for lam in lams] + \
-             [V("bn", MC("projection", tau=tau)) for tau in projection_taus]
-sel_runs = ms.train_grid(ms.selection_splits(ds, GRID, selection_seeds, n_train, noise_frac, ood_source, n_val),
-                         [BN] + CANDIDATES, base, "selection: ")
-rule, scores = ms.selection_rule("05"), ms.selection_scores(sel_runs, GRID, selection_seeds, BN, CANDIDATES)
+base = train.TrainConfig(
+    arch=arch,
+    epochs=epochs,
+    batch_size=batch_size,
+    lr=lr,
+    weight_decay=weight_decay,
+    augment=augment,
+)
+BN, NOBN, GRID = (
+    V("bn"),
+    V("none"),
+    ms.grid_kinds(corruption),
+)  # GRID: the kinds the setting is chosen on
+FK = ms.frontier_kinds(corruption, frontier_corruption)  # FK: the kinds the frontier is drawn on
+CANDIDATES = [V("bn", MC("penalty", lam, tau)) for tau in taus for lam in lams] + [
+    V("bn", MC("projection", tau=tau)) for tau in projection_taus
+]
+sel_runs = ms.train_grid(
+    ms.selection_splits(ds, GRID, selection_seeds, n_train, noise_frac, ood_source, n_val),
+    [BN] + CANDIDATES,
+    base,
+    "selection: ",
+)
+rule, scores = (
+    ms.selection_rule("05"),
+    ms.selection_scores(sel_runs, GRID, selection_seeds, BN, CANDIDATES),
+)
 CHOSEN = next(v for v in CANDIDATES if v.name == ms.choose(scores, rule["max_val_cost"]))
-display(Markdown(f"**Rule.** {rule['rule']}\n\n{ms.selection_table(scores, CANDIDATES, CHOSEN, rule['max_val_cost'])}"
-                 f"\n\n**Chosen: {CHOSEN.label}** (selection seeds {selection_seeds}, {n_val} validation images)"))
+display(
+    Markdown(
+        f"**Rule.** {rule['rule']}\n\n{ms.selection_table(scores, CANDIDATES, CHOSEN, rule['max_val_cost'])}"
+        f"\n\n**Chosen: {CHOSEN.label}** (selection seeds {selection_seeds}, {n_val} validation images)"
+    )
+)
 
 # %% [markdown]
 # ## 2. Evaluation seeds: the chosen setting, the frontier, the alternatives
@@ -118,11 +157,23 @@ display(Markdown(f"**Rule.** {rule['rule']}\n\n{ms.selection_table(scores, CANDI
 # %%
 # NBVAL_IGNORE_OUTPUT
 FRONTIER = [V("bn", MC("penalty", lam, frontier_tau)) for lam in lams]
-ALTERNATIVES = [NOBN, V("gn"), V("bn_noaffine")] + [V("bn", MC("gamma_decay", lam=g)) for g in gamma_decays] + \
-               [V("bn", weight_decay=w) for w in strong_weight_decays]
-splits = ms.evaluation_splits(ds, corruption, seeds, n_train, noise_frac, ood_source, n_test, rare_share, rare_class)
-runs = ms.train_grid(splits, ms.plan(corruption, [BN, CHOSEN, *FRONTIER, *ALTERNATIVES], [BN, CHOSEN, NOBN], FK), base)
-hist, TITLE = lambda c, v: [runs[c, v.name, s].history for s in seeds], {c: ms.CORRUPTION_WORDS.get(c, c) for c in corruption}
+ALTERNATIVES = (
+    [NOBN, V("gn"), V("bn_noaffine")]
+    + [V("bn", MC("gamma_decay", lam=g)) for g in gamma_decays]
+    + [V("bn", weight_decay=w) for w in strong_weight_decays]
+)
+splits = ms.evaluation_splits(
+    ds, corruption, seeds, n_train, noise_frac, ood_source, n_test, rare_share, rare_class
+)
+runs = ms.train_grid(
+    splits,
+    ms.plan(corruption, [BN, CHOSEN, *FRONTIER, *ALTERNATIVES], [BN, CHOSEN, NOBN], FK),
+    base,
+)
+hist, TITLE = (
+    lambda c, v: [runs[c, v.name, s].history for s in seeds],
+    {c: ms.CORRUPTION_WORDS.get(c, c) for c in corruption},
+)
 print(f"{len(sel_runs)} selection and {len(runs)} evaluation models ready")
 
 # %% [markdown]
@@ -132,13 +183,26 @@ print(f"{len(sel_runs)} selection and {len(runs)} evaluation models ready")
 # band = range. The table splits the rare class's memorization into its parts.
 
 # %%
-fig, axes = plt.subplots(2, len(corruption), figsize=(4.8 * len(corruption), 6.4), squeeze=False, sharex=True)
+fig, axes = plt.subplots(
+    2, len(corruption), figsize=(4.8 * len(corruption), 6.4), squeeze=False, sharex=True
+)
 ep = np.array(runs[corruption[0], BN.name, seeds[0]].history["epoch"])
 for j, c in enumerate(corruption):
-    plots.memorization_column_of_kind(axes[:, j], ep, {ms.curve_label(v.label, ms.summarize(hist(c, v), c)): (
-        ms.curves(hist(c, v), c, ms.MEMORIZATION), ms.curves(hist(c, v), c, ms.ACCURACY), v.color)
-        for v in (BN, CHOSEN, NOBN)}, ms.kind_title(c, int(splits[c, seeds[0]].mask.sum()), n_train, ds.n_classes),
-        c, ds.n_classes)
+    plots.memorization_column_of_kind(
+        axes[:, j],
+        ep,
+        {
+            ms.curve_label(v.label, ms.summarize(hist(c, v), c)): (
+                ms.curves(hist(c, v), c, ms.MEMORIZATION),
+                ms.curves(hist(c, v), c, ms.ACCURACY),
+                v.color,
+            )
+            for v in (BN, CHOSEN, NOBN)
+        },
+        ms.kind_title(c, int(splits[c, seeds[0]].mask.sum()), n_train, ds.n_classes),
+        c,
+        ds.n_classes,
+    )
 fig.tight_layout()
 run.figure(fig, "memorization_curves")
 display(Markdown(ms.judged_table(runs, corruption, seeds, [BN, CHOSEN, NOBN])))
@@ -158,17 +222,28 @@ if lira:
     p03 = params.resolve("03_lira", {"dataset": dataset, "budget": budget}).values
     pools, mask, mix = ms.lira_pools(ds, p03, CHOSEN.mit)
     names = {"bn": BN.label, "reg": CHOSEN.label, "none": NOBN.label}
-    lira_out = ms.compare_lira(pools, lira_variant, ms.example_groups(mask), "bn", "reg",
-                               sigma_floor=p03["sigma_floor"])
-    display(Markdown(ms.lira_table(lira_out, names))); what = f"{mix:.0%} {p03['outlier_kind']} outliers in {p03['n_train']} examples"  # noqa: E702
+    lira_out = ms.compare_lira(
+        pools, lira_variant, ms.example_groups(mask), "bn", "reg", sigma_floor=p03["sigma_floor"]
+    )
+    display(Markdown(ms.lira_table(lira_out, names)))
+    what = f"{mix:.0%} {p03['outlier_kind']} outliers in {p03['n_train']} examples"  # noqa: E702
     fig, ax = plt.subplots(figsize=(5.6, 5.6))
-    plots.roc_loglog(ax, {lab: (*lira_out.roc(n), plots.color(ms.LIRA_COLORS[n]))
-                          for n, lab in ms.lira_labels(lira_out, names).items()},
-                     ms.lira_title(lira_out, lira_variant, p03["n_shadows"], what, "bn", "reg", claims.acc_tolerance("05")))
+    plots.roc_loglog(
+        ax,
+        {
+            lab: (*lira_out.roc(n), plots.color(ms.LIRA_COLORS[n]))
+            for n, lab in ms.lira_labels(lira_out, names).items()
+        },
+        ms.lira_title(
+            lira_out, lira_variant, p03["n_shadows"], what, "bn", "reg", claims.acc_tolerance("05")
+        ),
+    )
     fig.tight_layout()
     run.figure(fig, "lira_roc")
     if lira_frontier_shadows:
-        lf = ms.lira_frontier(ds, p03, lira_variant, lira_frontier_shadows, BN, FRONTIER, ALTERNATIVES, CHOSEN)
+        lf = ms.lira_frontier(
+            ds, p03, lira_variant, lira_frontier_shadows, BN, FRONTIER, ALTERNATIVES, CHOSEN
+        )
 
 # %% [markdown]
 # ## Figure 2 and table: the frontier, next to the alternatives
@@ -186,16 +261,35 @@ cmp = {c: {n: ms.at_equal_accuracy(fronts[c], a) for n, a in alts[c].items()} fo
 fig, axes = plots.panels(len(FK) + bool(lf), 5.2, 4.6)
 for ax, c in zip(axes, FK):
     chosen = (ms.finals(runs, c, CHOSEN.name, seeds, k) for k in (ms.ACCURACY, ms.MEMORIZATION))
-    plots.frontier_panel(ax, *ms.frontier_points(fronts[c], alts[c], *chosen, CHOSEN.label),
-                         f"{TITLE[c]}: {len(seeds)} evaluation seeds, $\\tau$ = {frontier_tau:g}")
+    plots.frontier_panel(
+        ax,
+        *ms.frontier_points(fronts[c], alts[c], *chosen, CHOSEN.label),
+        f"{TITLE[c]}: {len(seeds)} evaluation seeds, $\\tau$ = {frontier_tau:g}",
+    )
 if lf:
-    plots.frontier_panel(axes[-1], *ms.frontier_points(lf["front"], lf["alts"], *lf["chosen"], CHOSEN.label),
-                         f"LiRA ({lira_variant}) on 03's pool: {what},\n{lira_frontier_shadows} shadows per family",
-                         ylabel="LiRA AUC (mean over targets)", over="targets", chance=0.5)
+    plots.frontier_panel(
+        axes[-1],
+        *ms.frontier_points(lf["front"], lf["alts"], *lf["chosen"], CHOSEN.label),
+        f"LiRA ({lira_variant}) on 03's pool: {what},\n{lira_frontier_shadows} shadows per family",
+        ylabel="LiRA AUC (mean over targets)",
+        over="targets",
+        chance=0.5,
+    )
 fig.tight_layout()
 run.figure(fig, "frontier")
-display(Markdown(ms.frontier_table(fronts, alts, cmp) + (
-    "\n\n" + ms.frontier_table({"LiRA": lf["front"]}, {"LiRA": lf["alts"]}, {"LiRA": lf["cmp"]}, "LiRA AUC") if lf else "")))
+display(
+    Markdown(
+        ms.frontier_table(fronts, alts, cmp)
+        + (
+            "\n\n"
+            + ms.frontier_table(
+                {"LiRA": lf["front"]}, {"LiRA": lf["alts"]}, {"LiRA": lf["cmp"]}, "LiRA AUC"
+            )
+            if lf
+            else ""
+        )
+    )
+)
 
 # %% [markdown]
 # ## Figure 3: gamma/sigma with and without the chosen setting
@@ -206,12 +300,24 @@ fig, axes = plots.panels(len(corruption), 4.8, 4.0)
 gs_summary = {}
 for ax, c in zip(axes, corruption):
     scales = {v: ms.channel_scales([runs[c, v.name, s] for s in seeds], ds) for v in (BN, CHOSEN)}
-    gs_summary |= {f"{c}/{v.name}": ms.scale_summary(g, sg, CHOSEN.mit.tau) for v, (g, sg, _) in scales.items()}
+    gs_summary |= {
+        f"{c}/{v.name}": ms.scale_summary(g, sg, CHOSEN.mit.tau) for v, (g, sg, _) in scales.items()
+    }
     plots.log_histograms(
-        ax, {ms.scale_label(v.label, r, len(seeds), ms.summarize(hist(c, v), c)["clean_test_acc"]): (r, plots.color(v.color))
-             for v, (_, _, r) in scales.items()}, f"{TITLE[c]}: BN channels of every layer and seed",
-        r"$|\gamma_c| / \sigma_c$ per channel ($\sigma_c$ from the running variance)", "channels per bin",
-        vlines=ms.scale_lines(CHOSEN.mit.tau), zero_note=r"{n} channels with $\gamma$ = 0 not shown")
+        ax,
+        {
+            ms.scale_label(v.label, r, len(seeds), ms.summarize(hist(c, v), c)["clean_test_acc"]): (
+                r,
+                plots.color(v.color),
+            )
+            for v, (_, _, r) in scales.items()
+        },
+        f"{TITLE[c]}: BN channels of every layer and seed",
+        r"$|\gamma_c| / \sigma_c$ per channel ($\sigma_c$ from the running variance)",
+        "channels per bin",
+        vlines=ms.scale_lines(CHOSEN.mit.tau),
+        zero_note=r"{n} channels with $\gamma$ = 0 not shown",
+    )
 fig.tight_layout()
 run.figure(fig, "gamma_sigma")
 
@@ -228,22 +334,54 @@ run.figure(fig, "gamma_sigma")
 
 # %%
 tol, chosen_on = claims.acc_tolerance("05"), " and ".join(ms.CORRUPTION_WORDS[c] for c in GRID)
-rows = ms.reduction_rows(runs, corruption, seeds, BN, CHOSEN, NOBN, tol, chosen_on, dataset=dataset, budget=budget)
-rows += [ms.lira_row(lira_out, {"bn": BN, "reg": CHOSEN, "none": NOBN}, lira_variant, tol, what,
-                    dataset=dataset, budget=budget)] if lira else []
+rows = ms.reduction_rows(
+    runs, corruption, seeds, BN, CHOSEN, NOBN, tol, chosen_on, dataset=dataset, budget=budget
+)
+rows += (
+    [
+        ms.lira_row(
+            lira_out,
+            {"bn": BN, "reg": CHOSEN, "none": NOBN},
+            lira_variant,
+            tol,
+            what,
+            dataset=dataset,
+            budget=budget,
+        )
+    ]
+    if lira
+    else []
+)
 rows += ms.frontier_rows(alts, cmp, seeds, dataset=dataset, budget=budget)
 rows += ms.lira_frontier_rows(lf, lira_variant, dataset=dataset, budget=budget) if lf else []
-run.save({"selection": {"rule": rule, "scores": scores, "chosen": CHOSEN.name, "seeds": selection_seeds},
-          "frontier": ms.jsonable(fronts), "alternatives": ms.jsonable(alts), "at_equal_accuracy": ms.jsonable(cmp),
-          "lira_frontier": ms.jsonable(lf or {}),
-          "gamma_sigma": gs_summary, "lira": lira_out.summary if lira else {}, "claims": rows,
-          "key_figures": notebook.figure_paths(run, ["frontier", "memorization_curves"]),
-          "histories": {f"{c}/{n}/{s}": r.history for (c, n, s), r in runs.items()}})
+run.save(
+    {
+        "selection": {
+            "rule": rule,
+            "scores": scores,
+            "chosen": CHOSEN.name,
+            "seeds": selection_seeds,
+        },
+        "frontier": ms.jsonable(fronts),
+        "alternatives": ms.jsonable(alts),
+        "at_equal_accuracy": ms.jsonable(cmp),
+        "lira_frontier": ms.jsonable(lf or {}),
+        "gamma_sigma": gs_summary,
+        "lira": lira_out.summary if lira else {},
+        "claims": rows,
+        "key_figures": notebook.figure_paths(run, ["frontier", "memorization_curves"]),
+        "histories": {f"{c}/{n}/{s}": r.history for (c, n, s), r in runs.items()},
+    }
+)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"Mitigation on {dataset} ({arch}, {noise_frac:.0%} corrupted, {n_train} training images, {epochs} epochs, "
-      f"budget {budget}); chosen on seeds {selection_seeds} with {chosen_on}: {CHOSEN.name}; judged on seeds {seeds}; "
-      f"tolerance {tol:.3f}")
+print(
+    f"Mitigation on {dataset} ({arch}, {noise_frac:.0%} corrupted, {n_train} training images, {epochs} epochs, "
+    f"budget {budget}); chosen on seeds {selection_seeds} with {chosen_on}: {CHOSEN.name}; judged on seeds {seeds}; "
+    f"tolerance {tol:.3f}"
+)
 print("\n".join(ms.row_line(c) for c in rows))
-print("Paper: the regularizer reduces memorization substantially while keeping clean-data performance.")
+print(
+    "Paper: the regularizer reduces memorization substantially while keeping clean-data performance."
+)

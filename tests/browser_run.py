@@ -10,6 +10,7 @@ The server runs with `LabApp.expose_app_in_browser` (the switch JupyterLab's own
 that the page's `window.jupyterapp` tells the kernel's state and hands over the notebook model
 (`nbformat` JSON, outputs included); the clicks and keys go through the page like a person's.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1400, "height": 1000}
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -86,8 +94,12 @@ class Lab:
 
     def api(self, method: str, path: str, body: Any = None, timeout: float = 60) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"{self.base}{path}", data=data, method=method, headers={
-            "Authorization": f"token {self.token}", "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{self.base}{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=timeout) as r:
             text = r.read().decode()
         return json.loads(text) if text else None
@@ -104,8 +116,9 @@ class Lab:
 
 
 @contextlib.contextmanager
-def jupyterlab(root: Path, state: Path, env: dict[str, str] | None = None,
-               start_timeout: float = 120) -> Iterator[Lab]:
+def jupyterlab(
+    root: Path, state: Path, env: dict[str, str] | None = None, start_timeout: float = 120
+) -> Iterator[Lab]:
     """A JupyterLab server over `root`; its config, settings, workspaces and log live in `state`.
 
     `env` is added to this process's environment (kernels inherit it).
@@ -118,16 +131,29 @@ def jupyterlab(root: Path, state: Path, env: dict[str, str] | None = None,
         f.write_text(json.dumps(values))
     port, token = free_port(), secrets.token_hex(16)
     full_env = {**os.environ, **(env or {}), "JUPYTER_CONFIG_DIR": str(config_dir)}
-    cmd = [*jupyter_executable(), "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           "--LabApp.expose_app_in_browser=True"]
+    cmd = [
+        *jupyter_executable(),
+        "lab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # CI and these machines run as root
     log = state / "jupyterlab.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env,
-                                cwd=root, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            cwd=root,
+            start_new_session=True,
+        )
     lab = Lab(root, port, token, log, proc)
     try:
         deadline = time.monotonic() + start_timeout
@@ -139,7 +165,9 @@ def jupyterlab(root: Path, state: Path, env: dict[str, str] | None = None,
                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab not up after {start_timeout:.0f}s:\n{lab.log_tail()}")
+                    raise RuntimeError(
+                        f"JupyterLab not up after {start_timeout:.0f}s:\n{lab.log_tail()}"
+                    )
                 time.sleep(0.5)
         yield lab
     finally:
@@ -171,7 +199,9 @@ def chromium():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
         try:
             yield browser
         finally:
@@ -197,7 +227,7 @@ def copy_with_budget(src: Path, dst: Path, budget: str) -> None:
     cell = tagged[0]
     text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
     new, n = re.subn(r'^budget = "[a-z]+"', f'budget = "{budget}"', text, flags=re.M)
-    assert n == 1, f"{src.name}: the parameters cell has no line `budget = \"...\"`"
+    assert n == 1, f'{src.name}: the parameters cell has no line `budget = "..."`'
     cell["source"] = new.splitlines(keepends=True)
     dst.parent.mkdir(parents=True, exist_ok=True)
     # a paired text file left by an earlier save would be read instead of this copy (jupytext)
@@ -260,18 +290,23 @@ def open_notebook(page, lab: Lab, relpath: str, timeout: float = 180) -> None:
     _wait(page, _KERNEL_IDLE, relpath, timeout, f"the kernel of {relpath} to be idle", stable=1.0)
     # the panel writes the kernel's language_info into the notebook once the kernel's info reply
     # is in: let that land before anything reads or saves the notebook
-    page.evaluate(f"""async (path) => {{
+    page.evaluate(
+        f"""async (path) => {{
       await ({_PANEL})(path).sessionContext.session.kernel.info;
       await new Promise(r => setTimeout(r, 500));
-    }}""", relpath)
+    }}""",
+        relpath,
+    )
 
 
 def _click_run_all(page) -> bool:
     """Open the Run menu and click Run All Cells; False (menu closed again) when it is disabled."""
     page.locator(".jp-NotebookPanel .jp-Notebook").first.click(position={"x": 5, "y": 5})
     page.locator(".lm-MenuBar-item", has_text=re.compile(r"^\s*Run\s*$")).click()
-    item = page.locator("#jp-mainmenu-run li.lm-Menu-item", has=page.locator(
-        ".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")))
+    item = page.locator(
+        "#jp-mainmenu-run li.lm-Menu-item",
+        has=page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")),
+    )
     item.wait_for()
     if "lm-mod-disabled" in (item.get_attribute("class") or ""):
         page.keyboard.press("Escape")
@@ -298,8 +333,14 @@ def run_all(page, relpath: str, timeout: float = 600, tries: int = 3) -> float:
             raise AssertionError(f"Run All did not start {relpath} ({tries} clicks)")
         print(f"[browser] Run All #{attempt} started nothing in {relpath}; clicking again")
         page.wait_for_timeout(2000)
-    _wait(page, f"(path) => !({_RUNNING})(path)", relpath, timeout,
-          f"Run All of {relpath} to finish", stable=2.0)
+    _wait(
+        page,
+        f"(path) => !({_RUNNING})(path)",
+        relpath,
+        timeout,
+        f"Run All of {relpath} to finish",
+        stable=2.0,
+    )
     return time.monotonic() - t0
 
 
@@ -308,8 +349,13 @@ def save(page, lab: Lab, relpath: str, timeout: float = 60) -> None:
     before = lab.api("GET", f"/api/contents/{relpath}?content=0")["last_modified"]
     page.locator(".jp-NotebookPanel .jp-Notebook").first.click(position={"x": 5, "y": 5})
     page.keyboard.press("Control+s")
-    _wait(page, f"(path) => {{ const w = ({_PANEL})(path); return !!w && !w.context.model.dirty; }}",
-          relpath, timeout, f"{relpath} to be saved")
+    _wait(
+        page,
+        f"(path) => {{ const w = ({_PANEL})(path); return !!w && !w.context.model.dirty; }}",
+        relpath,
+        timeout,
+        f"{relpath} to be saved",
+    )
     deadline = time.monotonic() + timeout
     while lab.api("GET", f"/api/contents/{relpath}?content=0")["last_modified"] == before:
         if time.monotonic() > deadline:
@@ -325,7 +371,8 @@ def notebook_json(page, relpath: str) -> dict:
 def dom_summary(page, relpath: str) -> dict:
     """What a person sees: rendered images, visible tracebacks, queued cells, the last code cell's
     output text."""
-    return page.evaluate(f"""(path) => {{
+    return page.evaluate(
+        f"""(path) => {{
       const w = ({_PANEL})(path);
       const outs = [...w.node.querySelectorAll('.jp-OutputArea-output')];
       const imgs = outs.flatMap(o => [...o.querySelectorAll('img')]);
@@ -343,7 +390,9 @@ def dom_summary(page, relpath: str) -> dict:
         last_output: last ? [...last.querySelectorAll('.jp-OutputArea-output')]
                               .map(o => o.innerText).join('\\n') : '',
       }};
-    }}""", relpath)
+    }}""",
+        relpath,
+    )
 
 
 def screenshot(page, relpath: str, path: Path, max_height: int = 30000) -> None:
@@ -354,12 +403,17 @@ def screenshot(page, relpath: str, path: Path, max_height: int = 30000) -> None:
       const nb = ({_PANEL})(path).content.node;
       return nb.querySelector('.jp-WindowedPanel-outer') || nb;
     }}"""
-    height = page.evaluate(f"""(path) => {{
+    height = page.evaluate(
+        f"""(path) => {{
       const s = ({scroller})(path);
       return s.scrollHeight + (window.innerHeight - s.clientHeight);
-    }}""", relpath)
+    }}""",
+        relpath,
+    )
     old = page.viewport_size
-    page.set_viewport_size({"width": old["width"], "height": max(old["height"], min(height, max_height))})
+    page.set_viewport_size(
+        {"width": old["width"], "height": max(old["height"], min(height, max_height))}
+    )
     try:
         page.evaluate(f"(path) => ({scroller})(path).scrollTo(0, 0)", relpath)
         page.wait_for_timeout(2000)  # let the taller panel lay out and draw its cells
@@ -385,14 +439,20 @@ def errors(nb: dict) -> list[str]:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 tb = ANSI.sub("", "\n".join(out.get("traceback", [])))
-                found.append(f"cell {i}: {out.get('ename')}: {out.get('evalue')}\n"
-                             + "\n".join(tb.splitlines()[-12:]))
+                found.append(
+                    f"cell {i}: {out.get('ename')}: {out.get('evalue')}\n"
+                    + "\n".join(tb.splitlines()[-12:])
+                )
     return found
 
 
 def images(nb: dict) -> int:
-    return sum(1 for c in nb["cells"] for o in c.get("outputs", [])
-               if any(k.startswith("image/") for k in o.get("data", {})))
+    return sum(
+        1
+        for c in nb["cells"]
+        for o in c.get("outputs", [])
+        if any(k.startswith("image/") for k in o.get("data", {}))
+    )
 
 
 def output_text(cell: dict, streams: tuple[str, ...] = ("stdout",)) -> str:
@@ -401,14 +461,19 @@ def output_text(cell: dict, streams: tuple[str, ...] = ("stdout",)) -> str:
     for o in cell.get("outputs", []):
         if o.get("output_type") == "stream" and o.get("name") in streams:
             parts.append(_text(o.get("text")))
-        elif o.get("output_type") in ("execute_result", "display_data") and "text/plain" in o.get("data", {}) \
-                and not any(k.startswith("image/") or "widget" in k for k in o["data"]):
+        elif (
+            o.get("output_type") in ("execute_result", "display_data")
+            and "text/plain" in o.get("data", {})
+            and not any(k.startswith("image/") or "widget" in k for k in o["data"])
+        ):
             parts.append(_text(o["data"]["text/plain"]))
     return "".join(parts)
 
 
 def all_text(nb: dict) -> str:
-    return "\n".join(output_text(c, ("stdout", "stderr")) for c in nb["cells"] if c["cell_type"] == "code")
+    return "\n".join(
+        output_text(c, ("stdout", "stderr")) for c in nb["cells"] if c["cell_type"] == "code"
+    )
 
 
 def last_code_cell(nb: dict) -> dict:
@@ -419,5 +484,9 @@ def git_status(root: Path) -> str | None:
     """`git status --porcelain` of `root`, or None where it is no git checkout."""
     if shutil.which("git") is None or not (root / ".git").exists():
         return None
-    return subprocess.run(["git", "-C", str(root), "status", "--porcelain"], check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout

@@ -1,5 +1,5 @@
 """Tests keep the repository clean: outputs and the cache go to temporary folders."""
-import os
+
 
 import pytest
 
@@ -18,6 +18,7 @@ def tiny_split():
     import torch
 
     from bnpaper import data
+
     g = torch.Generator().manual_seed(0)
     y = torch.randint(0, 4, (128,), generator=g)
     x = (torch.rand(128, 1, 28, 28, generator=g) * 60).to(torch.uint8)

@@ -1,4 +1,5 @@
 """The benchmarks' machinery (no timing is asserted: speed lives in the printed tables)."""
+
 import importlib.util
 import math
 import sys
@@ -19,20 +20,26 @@ def _script(name):
 
 def test_the_runner_runs_the_named_scripts_each_with_its_own_defaults(monkeypatch):
     seen = []
-    monkeypatch.setattr(bench.runpy, "run_path", lambda path, run_name: seen.append((path, list(sys.argv))))
+    monkeypatch.setattr(
+        bench.runpy, "run_path", lambda path, run_name: seen.append((path, list(sys.argv)))
+    )
     before = list(sys.argv)
     assert bench.main(["train"]) == 0
     assert [p.rsplit("/", 1)[1] for p, _ in seen] == ["bench_train.py"]
-    assert seen[0][1] == [seen[0][0]]              # the runner's own arguments are not passed on
+    assert seen[0][1] == [seen[0][0]]  # the runner's own arguments are not passed on
     assert sys.argv == before
     seen.clear()
     bench.main([])
-    assert [p.rsplit("/", 1)[1] for p, _ in seen] == ["bench_grads.py", "bench_pool.py", "bench_train.py"]
+    assert [p.rsplit("/", 1)[1] for p, _ in seen] == [
+        "bench_grads.py",
+        "bench_pool.py",
+        "bench_train.py",
+    ]
 
 
 def test_load_note_warns_only_when_other_processes_share_the_cores(monkeypatch):
     monkeypatch.setattr(bench.os, "getloadavg", lambda: (2.6, 0.0, 0.0))
-    assert "noisy" not in bench.load_note(2.9, 2)   # our own 2 threads make a load of about 2
+    assert "noisy" not in bench.load_note(2.9, 2)  # our own 2 threads make a load of about 2
     monkeypatch.setattr(bench.os, "getloadavg", lambda: (3.4, 0.0, 0.0))
     assert "other processes were running" in bench.load_note(2.0, 2)
 
@@ -40,8 +47,13 @@ def test_load_note_warns_only_when_other_processes_share_the_cores(monkeypatch):
 def _lenet_step_flops(b):
     """Matmul/conv FLOPs of one LeNet-5 step on 1x28x28, by hand: every layer's forward, its
     weight gradient (the same count) and its input gradient, except conv1's (the images need none)."""
-    fwd = {"conv1": 6 * 28 * 28 * 25, "conv2": 16 * 10 * 10 * 6 * 25, "fc1": 400 * 120,
-           "fc2": 120 * 84, "fc3": 84 * 10}
+    fwd = {
+        "conv1": 6 * 28 * 28 * 25,
+        "conv2": 16 * 10 * 10 * 6 * 25,
+        "fc1": 400 * 120,
+        "fc2": 120 * 84,
+        "fc3": 84 * 10,
+    }
     return 2 * b * (3 * sum(fwd.values()) - fwd["conv1"])
 
 
@@ -50,18 +62,19 @@ def test_train_bench_counts_the_flops_of_a_lenet_step_as_by_hand(layout):
     tb = _script("bench_train")
     tr = tb.Trainer("lenet", layout, batch=8)
     assert tr.samples == 8 and tr.flops() == _lenet_step_flops(8)
-    assert 0 < tr.step() < 2 * math.log(10)              # a finite loss near log(10) at init
+    assert 0 < tr.step() < 2 * math.log(10)  # a finite loss near log(10) at init
 
 
 def test_a_packed_step_counts_the_work_of_its_members():
     tb = _script("bench_train")
     packed = tb.Trainer("packed", "channels_last", batch=8, k=3)
     assert packed.samples == 24 and packed.flops() == 3 * _lenet_step_flops(8)
-    assert 0 < packed.step() < 3 * 2 * math.log(10)   # K members' mean losses near log(10)
+    assert 0 < packed.step() < 3 * 2 * math.log(10)  # K members' mean losses near log(10)
     # why the count is not taken on the packed model itself: torch's counter counts a grouped
     # convolution's weight gradient groups times over (3x here), while its forward is right
     import torch.nn.functional as F
     from torch.utils.flop_counter import FlopCounterMode
+
     xin, yb = packed._batch()
     with FlopCounterMode(display=False) as c:
         z = packed.model(xin)
@@ -81,6 +94,7 @@ def test_gpu_hours_counts_the_notebooks_models_and_backward_costs_twice_forward(
     import importlib.util
     from pathlib import Path
     from bnpaper import params
+
     path = Path(__file__).resolve().parents[1] / "bench" / "gpu_hours.py"
     spec = importlib.util.spec_from_file_location("gpu_hours", path)
     gh = importlib.util.module_from_spec(spec)
@@ -88,7 +102,12 @@ def test_gpu_hours_counts_the_notebooks_models_and_backward_costs_twice_forward(
     p = params.resolve("01", {"dataset": "fashion_mnist", "budget": "ci"}).values
     [(arch, n, n_img, epochs, n_eval)] = gh.units("01_forced_memorization", p)
     assert n == len(p["norms"]) * len(p["corruption"]) * len(p["seeds"])
-    assert (arch, n_img, epochs, n_eval) == (p["arch"], p["n_train"], p["epochs"], p["n_train"] + p["n_test"])
+    assert (arch, n_img, epochs, n_eval) == (
+        p["arch"],
+        p["n_train"],
+        p["epochs"],
+        p["n_train"] + p["n_test"],
+    )
     tr, ev = gh.flops_per_sample("lenet", (1, 28, 28), 10)
     assert 2.0 < tr / ev <= 3.0  # backward: two matmuls per forward one, minus the input's gradient
 

@@ -6,7 +6,7 @@ the cache and the outputs in a temporary folder there; the repository's files st
 Screenshots (the whole notebook after each run): runs/browser/<notebook>-run<k>.png.
 Skip these tests with `-m "not browser"`.
 """
-import os
+
 import shutil
 import tempfile
 import time
@@ -23,9 +23,10 @@ NOTEBOOKS = ["01_forced_memorization", "04_theory", "05_mitigation"]
 RUN_TIMEOUT = 900  # seconds per Run All (a ci notebook takes about a minute on 2 cores)
 RUNS = 2
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(br.playwright_missing() is not None,
-                                 reason=str(br.playwright_missing()))]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(br.playwright_missing() is not None, reason=str(br.playwright_missing())),
+]
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +70,19 @@ def check_run_all(page, rel, name, run):
     shot = OUT / f"{name}-run{run}.png"
     br.screenshot(page, rel, shot)
     nb, seen = br.notebook_json(page, rel), br.dom_summary(page, rel)
-    print(f"[browser] {name}: Run All #{run} took {seconds:.0f}s; {seen['images']} figure(s) shown; "
-          f"screenshot {shot.relative_to(ROOT)}")
+    print(
+        f"[browser] {name}: Run All #{run} took {seconds:.0f}s; {seen['images']} figure(s) shown; "
+        f"screenshot {shot.relative_to(ROOT)}"
+    )
     where = f"{name}, Run All #{run} (see {shot.relative_to(ROOT)})"
     assert not br.errors(nb), f"{where}: error output(s):\n" + "\n\n".join(br.errors(nb))
     assert seen["tracebacks"] == 0, f"{where}: a traceback is shown: {seen['stderr']}"
     assert seen["queued"] == 0, f"{where}: cells still queued"
-    unexecuted = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
-                  and br.source(c).strip() and c.get("execution_count") is None]
+    unexecuted = [
+        i
+        for i, c in enumerate(nb["cells"])
+        if c["cell_type"] == "code" and br.source(c).strip() and c.get("execution_count") is None
+    ]
     assert not unexecuted, f"{where}: cells not executed: {unexecuted}"
     assert br.images(nb) >= 1 and seen["images_loaded"] >= 1, f"{where}: no inline figure"
     assert "IProgress not found" not in br.all_text(nb), f"{where}: tqdm fell back to text bars"

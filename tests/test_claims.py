@@ -1,4 +1,5 @@
 """Verdict rules of the claims file, on their edge cases."""
+
 import math
 
 import pytest
@@ -13,12 +14,15 @@ def E(v, lo, hi, n=3):
     return Estimate(v, lo, hi, n)
 
 
-@pytest.mark.parametrize("est,verdict", [
-    (E(4.1, 0.2, 8.0), "inconclusive"),     # straddles the paper's "at least 4"
-    (E(6.0, 4.5, 7.5), "reproduced"),       # the whole interval reaches 4
-    (E(2.0, 1.0, 3.0), "not reproduced"),   # the whole interval below 4, though above 0
-    (E(5.0, -INF, INF, 1), "inconclusive"),  # one seed: no interval, nothing to sign
-])
+@pytest.mark.parametrize(
+    "est,verdict",
+    [
+        (E(4.1, 0.2, 8.0), "inconclusive"),  # straddles the paper's "at least 4"
+        (E(6.0, 4.5, 7.5), "reproduced"),  # the whole interval reaches 4
+        (E(2.0, 1.0, 3.0), "not reproduced"),  # the whole interval below 4, though above 0
+        (E(5.0, -INF, INF, 1), "inconclusive"),  # one seed: no interval, nothing to sign
+    ],
+)
 def test_at_least_needs_the_lower_end_to_reach_the_paper_number(est, verdict):
     assert claims.judge("03.auc.mix5.all", est)["verdict"] == verdict
 
@@ -33,16 +37,21 @@ def test_a_mix_the_paper_gives_no_number_for_is_tested_for_direction_only_and_sa
 
 
 def test_direction_needs_the_minimum_effect_not_significance_alone():
-    assert claims.judge("03.auc.outliers", E(0.5, 0.1, 0.9), mix="1%")["verdict"] == "not reproduced"
+    assert (
+        claims.judge("03.auc.outliers", E(0.5, 0.1, 0.9), mix="1%")["verdict"] == "not reproduced"
+    )
     assert claims.judge("03.auc.outliers", E(1.5, 0.1, 2.9), mix="1%")["verdict"] == "reproduced"
     assert claims.judge("03.auc.outliers", E(1.5, -0.1, 2.9), mix="1%")["verdict"] == "inconclusive"
 
 
-@pytest.mark.parametrize("est,words", [
-    (E(11.1, 9.9, 12.2), "larger than the paper's 3-5"),
-    (E(4.0, 3.5, 4.5), "within the paper's 3-5"),
-    (E(2.0, 1.5, 2.5), "smaller than the paper's 3-5"),
-])
+@pytest.mark.parametrize(
+    "est,words",
+    [
+        (E(11.1, 9.9, 12.2), "larger than the paper's 3-5"),
+        (E(4.0, 3.5, 4.5), "within the paper's 3-5"),
+        (E(2.0, 1.5, 2.5), "smaller than the paper's 3-5"),
+    ],
+)
 def test_a_number_far_from_the_papers_magnitude_says_so_even_when_the_sign_agrees(est, words):
     row = claims.judge("03.auc.mix0.all", est)
     assert row["magnitude"] == words and row["verdict"] == "reproduced"
@@ -59,21 +68,41 @@ def test_accuracy_confound_turns_reproduced_into_inconclusive_and_says_why():
 def test_a_compared_model_that_did_not_learn_makes_a_bn_vs_other_row_inconclusive_either_way(est):
     # the matrix's no-BN ResNet-20: 0.15 on 10 classes against BN's 0.72 (floor 0.1 + 0.25 * 0.62)
     accs = {"bn": 0.72, "none": 0.15, "gn": 0.70}
-    row = claims.judge("01.final.flip", est, acc_gap=0.57, clean_test_acc=accs, dataset="fashion_mnist")
+    row = claims.judge(
+        "01.final.flip", est, acc_gap=0.57, clean_test_acc=accs, dataset="fashion_mnist"
+    )
     assert row["verdict"] == "inconclusive"
-    assert "did not learn (none 0.150: less than 0.25 of the best compared model's accuracy above chance, " \
-           "floor 0.255)" in row["magnitude"]
+    assert (
+        "did not learn (none 0.150: less than 0.25 of the best compared model's accuracy above chance, "
+        "floor 0.255)" in row["magnitude"]
+    )
     # no dataset known: no floor (nothing is guessed)
-    assert claims.judge("01.final.flip", est, acc_gap=0.0, clean_test_acc=accs)["verdict"] != "inconclusive"
+    assert (
+        claims.judge("01.final.flip", est, acc_gap=0.0, clean_test_acc=accs)["verdict"]
+        != "inconclusive"
+    )
 
 
 def test_only_the_compared_models_are_checked_for_having_learned():
     # a control near chance leaves the learned BN-vs-no-BN row alone, and judges its own row
     accs = {"bn": 0.80, "none": 0.78, "gn": 0.12}
-    main = claims.judge("01.final.flip", E(0.3, 0.2, 0.4), acc_gap=0.02, clean_test_acc=accs, dataset="fashion_mnist")
+    main = claims.judge(
+        "01.final.flip",
+        E(0.3, 0.2, 0.4),
+        acc_gap=0.02,
+        clean_test_acc=accs,
+        dataset="fashion_mnist",
+    )
     assert main["verdict"] == "reproduced" and "did not learn" not in main["magnitude"]
-    ctrl = claims.judge("01.control.gn", E(0.3, 0.2, 0.4), acc_gap=-0.66, clean_test_acc=accs,
-                        dataset="fashion_mnist", compared=("gn", "none"), subset="the label-flipped subset")
+    ctrl = claims.judge(
+        "01.control.gn",
+        E(0.3, 0.2, 0.4),
+        acc_gap=-0.66,
+        clean_test_acc=accs,
+        dataset="fashion_mnist",
+        compared=("gn", "none"),
+        subset="the label-flipped subset",
+    )
     assert ctrl["verdict"] == "inconclusive" and "did not learn (gn 0.120" in ctrl["magnitude"]
     # the floor is relative: CIFAR-100 at 0.30 against 0.25 has learned (floor 0.01 + 0.25 * 0.29)
     low, floor = claims.near_chance({"bn": 0.30, "none": 0.25}, "cifar100")
@@ -81,21 +110,34 @@ def test_only_the_compared_models_are_checked_for_having_learned():
 
 
 def test_mitigation_cost_above_tolerance_is_inconclusive():
-    assert claims.judge("05.reduction.flip", E(0.9, 0.8, 0.95), acc_gap=0.005)["verdict"] == "reproduced"
+    assert (
+        claims.judge("05.reduction.flip", E(0.9, 0.8, 0.95), acc_gap=0.005)["verdict"]
+        == "reproduced"
+    )
     row = claims.judge("05.reduction.flip", E(0.9, 0.8, 0.95), acc_gap=0.065)
     assert row["verdict"] == "inconclusive" and "mitigation costs 0.065" in row["magnitude"]
 
 
-@pytest.mark.parametrize("est,verdict", [
-    (E(0.9, 0.85, 1.1), "reproduced"), (E(0.877, 0.63, 1.055), "inconclusive"),
-    (E(0.5, 0.4, 0.6), "not reproduced")])
+@pytest.mark.parametrize(
+    "est,verdict",
+    [
+        (E(0.9, 0.85, 1.1), "reproduced"),
+        (E(0.877, 0.63, 1.055), "inconclusive"),
+        (E(0.5, 0.4, 0.6), "not reproduced"),
+    ],
+)
 def test_within_is_an_equivalence_test_on_the_whole_interval(est, verdict):
     assert claims.judge("04.simulation", est)["verdict"] == verdict
 
 
-@pytest.mark.parametrize("est,verdict", [
-    (E(0.956, 0.929, 0.982), "reproduced"), (E(0.357, 0.324, 0.392), "not reproduced"),
-    (E(0.55, 0.45, 0.65), "inconclusive")])
+@pytest.mark.parametrize(
+    "est,verdict",
+    [
+        (E(0.956, 0.929, 0.982), "reproduced"),
+        (E(0.357, 0.324, 0.392), "not reproduced"),
+        (E(0.55, 0.45, 0.65), "inconclusive"),
+    ],
+)
 def test_most_means_the_whole_interval_above_one_half(est, verdict):
     assert claims.judge("04.most_channels", est, arch="lenet")["verdict"] == verdict
 
@@ -116,8 +158,13 @@ def test_holm_adjusts_like_the_textbook_step_down_and_downgrades_only_what_fails
     claims.holm(rows)
     # sorted p: 0.004, 0.01, 0.02, 0.3 (m = 4): 4*0.004, max(., 3*0.01), max(., 2*0.02), max(., 0.3)
     assert [r.get("p_holm") for r in rows] == pytest.approx([0.03, 0.016, 0.04, None, 0.3])
-    assert [r["verdict"] for r in rows] == ["inconclusive", "reproduced", "inconclusive",
-                                           "reproduced", "not reproduced"]
+    assert [r["verdict"] for r in rows] == [
+        "inconclusive",
+        "reproduced",
+        "inconclusive",
+        "reproduced",
+        "not reproduced",
+    ]
     assert "Holm" in rows[0]["magnitude"] and "4 claims" in rows[0]["magnitude"]
     assert rows[3].get("family_size") is None  # an exact identity is not in the family
     again = [dict(r) for r in rows]
@@ -128,6 +175,7 @@ def test_holm_adjusts_like_the_textbook_step_down_and_downgrades_only_what_fails
 def test_a_family_of_one_keeps_the_interval_rule():
     """One claim: p < 0.025 one-sided iff the 95% t interval's lower end is above 0."""
     from bnpaper import stats
+
     for values in ([0.2, 0.25, 0.3], [0.01, 0.3, -0.1], [0.05, 0.06, 0.2]):
         e = stats.t_mean(values)
         row = claims.judge("01.final.flip", e)

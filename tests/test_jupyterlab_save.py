@@ -9,6 +9,7 @@ pair. Three ways, on a copy of notebooks/ (and jupytext.toml) in a temporary fol
 - the same from the .py, which JupyterLab opens as a notebook (scripts/setup.sh sets jupytext's
   "Jupytext Notebook" as the default viewer of python files).
 """
+
 import difflib
 import shutil
 
@@ -19,7 +20,9 @@ from bnpaper import config
 
 ROOT = config.repo_root()
 NAMES = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
-browser = pytest.mark.skipif(br.playwright_missing() is not None, reason=str(br.playwright_missing()))
+browser = pytest.mark.skipif(
+    br.playwright_missing() is not None, reason=str(br.playwright_missing())
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +56,14 @@ def _changes(lab, name):
         committed = (ROOT / "notebooks" / f"{name}{ext}").read_bytes()
         saved = (lab.root / "notebooks" / f"{name}{ext}").read_bytes()
         if saved != committed:
-            diff = difflib.unified_diff(committed.decode().splitlines(), saved.decode().splitlines(),
-                                        f"committed {name}{ext}", f"saved {name}{ext}", lineterm="", n=1)
+            diff = difflib.unified_diff(
+                committed.decode().splitlines(),
+                saved.decode().splitlines(),
+                f"committed {name}{ext}",
+                f"saved {name}{ext}",
+                lineterm="",
+                n=1,
+            )
             out.append("\n".join(list(diff)[:60]))
     return out
 
@@ -64,8 +73,11 @@ def test_rest_save_round_trip_changes_nothing(lab, name):
     _restore(lab, name)
     path = f"notebooks/{name}.ipynb"
     model = lab.api("GET", f"/api/contents/{path}?type=notebook&content=1")
-    lab.api("PUT", f"/api/contents/{path}", {"type": "notebook", "format": "json",
-                                             "content": model["content"]})
+    lab.api(
+        "PUT",
+        f"/api/contents/{path}",
+        {"type": "notebook", "format": "json", "content": model["content"]},
+    )
     changes = _changes(lab, name)
     assert not changes, "saving through the contents API changed:\n" + "\n\n".join(changes)
 

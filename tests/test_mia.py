@@ -1,9 +1,10 @@
 """Known-answer tests of the membership-inference scores, attacks and metrics."""
+
 import warnings
 
 import numpy as np
 import pytest
-from scipy.special import expit, logit
+from scipy.special import logit
 from scipy.stats import norm
 
 from bnpaper import mia
@@ -12,12 +13,12 @@ from bnpaper import mia
 def test_phi_matches_float64_reference_on_extreme_logits():
     rng = np.random.default_rng(0)
     z = rng.normal(size=(200, 10)) * 5
-    z[:50, 3] += 60.0            # p_y -> 1 - 1e-26: float32 softmax would saturate to 1
-    z[50:100, 3] -= 80.0         # p_y -> 1e-35
+    z[:50, 3] += 60.0  # p_y -> 1 - 1e-26: float32 softmax would saturate to 1
+    z[50:100, 3] -= 80.0  # p_y -> 1e-35
     y = np.full(200, 3)
     z32 = z.astype(np.float32)
     zr = z32.astype(np.float64)
-    ref = -np.log(np.exp(np.delete(zr, 3, 1) - zr[:, [3]]).sum(1))   # direct float64 formula
+    ref = -np.log(np.exp(np.delete(zr, 3, 1) - zr[:, [3]]).sum(1))  # direct float64 formula
     got = mia.phi(z32, y)
     assert np.allclose(got, ref, rtol=1e-12, atol=1e-12)
     assert np.isfinite(got).all() and got[:50].min() > 25 and got[50:100].max() < -40
@@ -47,6 +48,7 @@ def test_auc_of_gaussian_in_out_scores_matches_closed_form():
     se = np.sqrt(expected * (1 - expected) / n)  # generous: Hanley-McNeil is smaller
     assert abs(mia.auc(s, y) - expected) < 4 * se
     from sklearn.metrics import roc_auc_score
+
     assert mia.auc(s, y) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
     # TPR at FPR alpha is Phi(d - z_{1-alpha}) for this pair of Gaussians
     t = mia.tpr_at_fpr(s, y, 0.01)
@@ -56,6 +58,7 @@ def test_auc_of_gaussian_in_out_scores_matches_closed_form():
 def _pool(m=16, n=400, effect=0.0, seed=0):
     """Synthetic pool: phi ~ N(mu_i + effect*IN, 1)."""
     from bnpaper.shadow import keep_matrix
+
     rng = np.random.default_rng(seed)
     keep = keep_matrix(m, n, seed)
     mu = rng.normal(0, 3, n)
@@ -118,20 +121,21 @@ def test_paired_delta_auc_detects_a_real_difference_and_not_a_fake_one():
     rng = np.random.default_rng(3)
     t, n = 8, 1000
     y = rng.random((t, n)) < 0.5
-    a = y * 1.0 + rng.normal(size=(t, n))        # AUC ~ Phi(1/sqrt2) = 0.76
-    b = y * 0.5 + rng.normal(size=(t, n))        # AUC ~ Phi(0.5/sqrt2) = 0.64
+    a = y * 1.0 + rng.normal(size=(t, n))  # AUC ~ Phi(1/sqrt2) = 0.76
+    b = y * 0.5 + rng.normal(size=(t, n))  # AUC ~ Phi(0.5/sqrt2) = 0.64
     est = mia.paired_delta_auc([(a, b, y)], n_boot=200)
-    assert est.lo > 0.05 and est.value == pytest.approx(norm.cdf(1 / 2**.5) - norm.cdf(.5 / 2**.5),
-                                                        abs=0.03)
+    assert est.lo > 0.05 and est.value == pytest.approx(
+        norm.cdf(1 / 2**0.5) - norm.cdf(0.5 / 2**0.5), abs=0.03
+    )
     same = mia.paired_delta_auc([(a, a + 1e-9 * rng.normal(size=a.shape), y)], n_boot=200)
     assert same.lo <= 0 <= same.hi
     sub = mia.paired_delta_auc([(a, b, y)], [np.arange(n) < 100], n_boot=100)
-    assert sub.hi - sub.lo > est.hi - est.lo     # fewer examples, wider interval
+    assert sub.hi - sub.lo > est.hi - est.lo  # fewer examples, wider interval
 
 
 def test_memorization_score_of_a_memorized_example():
     keep = np.array([[1, 0], [0, 1], [1, 0], [0, 1]], bool)
-    correct = np.array([[1, 1], [0, 1], [1, 1], [0, 1]], bool)   # example 0 correct only when IN
+    correct = np.array([[1, 1], [0, 1], [1, 1], [0, 1]], bool)  # example 0 correct only when IN
     assert mia.memorization_score(correct, keep).tolist() == [1.0, 0.0]
 
 
@@ -139,7 +143,9 @@ def test_lira_with_a_single_in_shadow_falls_back_to_the_pooled_sigma():
     """Four models: each target's three shadows hold an example IN once or twice. A variance from
     one shadow is 0 (floored to 1e-3), which used to invert the attack (AUC near 0)."""
     rng = np.random.default_rng(0)
-    keep = np.array([[1, 1, 0, 0] * 25, [1, 0, 1, 0] * 25, [0, 1, 0, 1] * 25, [0, 0, 1, 1] * 25], bool)
+    keep = np.array(
+        [[1, 1, 0, 0] * 25, [1, 0, 1, 0] * 25, [0, 1, 0, 1] * 25, [0, 0, 1, 1] * 25], bool
+    )
     phi = np.where(keep, 2.0, 0.0) + rng.normal(0, 1.0, keep.shape)
     s = mia.lira(phi, keep)
     aucs = [mia.auc(s["online"][t], keep[t]) for t in range(4)]
@@ -193,7 +199,7 @@ def test_paired_delta_auc_ignores_bootstrap_rows_without_members():
 
 
 def test_memorization_score_is_nan_without_warning_for_an_example_in_for_every_model():
-    import warnings
+
     correct = np.array([[1, 1, 0], [1, 0, 0]], bool)
     keep = np.array([[1, 1, 0], [1, 0, 1]], bool)
     with warnings.catch_warnings():
@@ -210,7 +216,9 @@ def test_paired_delta_auc_over_pools_includes_the_spread_between_pools():
     pools = []
     for gap in (1.0, 0.0):
         y = rng.random((t, n)) < 0.5
-        pools.append((y * 1.0 + rng.normal(size=(t, n)), y * (1.0 - 0.5 * gap) + rng.normal(size=(t, n)), y))
+        pools.append(
+            (y * 1.0 + rng.normal(size=(t, n)), y * (1.0 - 0.5 * gap) + rng.normal(size=(t, n)), y)
+        )
     est = mia.paired_delta_auc(pools, n_boot=300)
     one = [mia.paired_delta_auc([p], n_boot=300) for p in pools]
     assert est.value == pytest.approx(np.mean([e.value for e in one]), abs=1e-12)
@@ -223,17 +231,20 @@ def test_paired_delta_auc_over_few_pools_is_at_least_as_wide_as_the_t_interval_o
     returns about their range; the interval must contain mean +- t_2 * s / sqrt(3) of the
     pools' own estimates, and its p-value uses that standard error with 2 degrees of freedom."""
     from bnpaper import stats
+
     rng = np.random.default_rng(7)
     t, n = 8, 1500
     pools = []
     for gap in (1.0, 0.5, 0.0):
         y = rng.random((t, n)) < 0.5
-        pools.append((y * 1.0 + rng.normal(size=(t, n)), y * (1.0 - 0.5 * gap) + rng.normal(size=(t, n)), y))
+        pools.append(
+            (y * 1.0 + rng.normal(size=(t, n)), y * (1.0 - 0.5 * gap) + rng.normal(size=(t, n)), y)
+        )
     est = mia.paired_delta_auc(pools, n_boot=300)
     per = [mia.paired_delta_auc([p], n_boot=50).value for p in pools]
     want = stats.t_mean(per)
     assert est.value == pytest.approx(want.value, abs=1e-12)
     assert est.lo <= want.lo + 1e-12 and est.hi >= want.hi - 1e-12
     assert est.df == 2 and est.se == pytest.approx(want.se)
-    one = mia.paired_delta_auc(pools[:1], n_boot=300)                  # one pool: targets and examples only
+    one = mia.paired_delta_auc(pools[:1], n_boot=300)  # one pool: targets and examples only
     assert one.df is None and one.hi - one.lo < want.hi - want.lo

@@ -4,8 +4,13 @@ import torch.nn.functional as F
 
 from bnpaper import models
 
-CASES = [("lenet", 1, 28), ("lenet", 3, 32), ("resnet20", 3, 32), ("resnet20", 1, 28),
-         ("densenet", 3, 32)]
+CASES = [
+    ("lenet", 1, 28),
+    ("lenet", 3, 32),
+    ("resnet20", 3, 32),
+    ("resnet20", 1, 28),
+    ("densenet", 3, 32),
+]
 
 
 @pytest.mark.parametrize("norm", models.NORMS)
@@ -26,9 +31,15 @@ def test_resnet18_shapes():
     assert m(torch.randn(2, 3, 32, 32)).shape == (2, 100)
 
 
-@pytest.mark.parametrize("norm,kinds", [
-    ("bn", {"BatchNorm2d", "BatchNorm1d"}), ("gn", {"GroupNorm"}), ("none", set()),
-    ("bn_noaffine", {"BatchNorm2d", "BatchNorm1d"})])
+@pytest.mark.parametrize(
+    "norm,kinds",
+    [
+        ("bn", {"BatchNorm2d", "BatchNorm1d"}),
+        ("gn", {"GroupNorm"}),
+        ("none", set()),
+        ("bn_noaffine", {"BatchNorm2d", "BatchNorm1d"}),
+    ],
+)
 def test_norm_choice_builds_the_named_layers(norm, kinds):
     m = models.build_model("lenet", norm, 1, 10, 28)
     found = {type(x).__name__ for x in m.modules()} & {"BatchNorm2d", "BatchNorm1d", "GroupNorm"}

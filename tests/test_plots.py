@@ -1,4 +1,5 @@
 """The mechanical figure checks (plots.audit) and the figure style helpers."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -71,6 +72,7 @@ def test_strict_mode_refuses_to_save_a_bad_figure(monkeypatch, tmp_path):
 
 def test_saving_records_each_figures_audit(monkeypatch, tmp_path):
     import json
+
     monkeypatch.setenv("BNPAPER_OUTPUT", str(tmp_path))
     fig, ax = _fig()
     ax.plot([0, 1], [0, 1])
@@ -79,5 +81,7 @@ def test_saving_records_each_figures_audit(monkeypatch, tmp_path):
     ax.set(xlabel="x", ylabel="y")
     plots.save_figure(fig, "03_lira", "toy", "good")
     rec = json.loads((tmp_path / "figures" / "03_lira" / "toy" / "figure_checks.json").read_text())
-    assert rec["good"] == [] and rec["bad"] == ["axes 0 (untitled): the x axis has no label",
-                                                "axes 0 (untitled): the y axis has no label"]
+    assert rec["good"] == [] and rec["bad"] == [
+        "axes 0 (untitled): the x axis has no label",
+        "axes 0 (untitled): the y axis has no label",
+    ]

@@ -1,4 +1,5 @@
 """bnpaper.probes: the gradient-norm probe recorded during training, and the analysis of its records."""
+
 import numpy as np
 import pytest
 import torch
@@ -46,15 +47,17 @@ def test_hook_records_only_probe_epochs_all_noisy_and_as_many_clean_and_leaves_t
     assert sum(rec["batch_noisy"]) == n_noisy and len(rec["batch_noisy"]) == 2 * n_noisy
     assert len(rec["batch_fixed_norm"]) == len(rec["batch_norm"]) == 2 * n_noisy
     assert set(rec["batch_groups"]) == {"weight", "gamma", "beta", "bias"}
-    assert all(np.isfinite(rec[k]).all() and min(rec[k]) > 0
-               for k in ("eval_norm", "batch_norm", "batch_fixed_norm"))
+    assert all(
+        np.isfinite(rec[k]).all() and min(rec[k]) > 0
+        for k in ("eval_norm", "batch_norm", "batch_fixed_norm")
+    )
     # the first probe batch's norms are those of grads.per_sample_grad_norms on the whole batch
     xs = data.normalize(sp.x, sp.mean, sp.std)
     b = batches[0]
     ref = grads.per_sample_grad_norms(model, xs[b], sp.y[b], mode="batch").total
     sel = sp.mask[b].clone()
-    sel[torch.nonzero(~sp.mask[b]).flatten()[:int(sel.sum())]] = True
-    np.testing.assert_allclose(rec["batch_norm"][:int(sel.sum())], ref[sel].numpy(), rtol=1e-5)
+    sel[torch.nonzero(~sp.mask[b]).flatten()[: int(sel.sum())]] = True
+    np.testing.assert_allclose(rec["batch_norm"][: int(sel.sum())], ref[sel].numpy(), rtol=1e-5)
 
 
 def test_trained_with_a_probe_records_at_the_probe_epochs_and_is_cached():
@@ -64,7 +67,7 @@ def test_trained_with_a_probe_records_at_the_probe_epochs_and_is_cached():
     assert [r["epoch"] for r in a.history["grads"]] == [0, 2]
     b = units.trained(sp, cfg, probe=PROBE)
     assert b.history["grads"] == a.history["grads"]
-    plain = units.trained(sp, cfg)          # the probe is part of the key, not of the training
+    plain = units.trained(sp, cfg)  # the probe is part of the key, not of the training
     assert "grads" not in plain.history
     for k, v in plain.state.items():
         assert torch.equal(v, a.state[k]), k
@@ -79,10 +82,18 @@ def _history(noisy_scale, epochs=(0, 1, 3)):
         noisy = noisy_scale * (e + 1) * np.array([1.0, 2.0, 3.0])
         v = np.concatenate([noisy, clean]).tolist()
         k = [True] * 3 + [False] * 3
-        grads_.append({"epoch": e, "eval_norm": v, "eval_noisy": k, "batch_norm": v,
-                       "batch_noisy": k, "batch_fixed_norm": [2 * x for x in v],
-                       "batch_fixed_noisy": k,
-                       "batch_groups": {"weight": v, "gamma": [x ** 2 for x in v]}})
+        grads_.append(
+            {
+                "epoch": e,
+                "eval_norm": v,
+                "eval_noisy": k,
+                "batch_norm": v,
+                "batch_noisy": k,
+                "batch_fixed_norm": [2 * x for x in v],
+                "batch_fixed_noisy": k,
+                "batch_groups": {"weight": v, "gamma": [x**2 for x in v]},
+            }
+        )
     return {"epoch": list(range(4)), "grads": grads_}
 
 
@@ -92,7 +103,7 @@ def test_medians_ratio_and_share_of_known_records():
     assert m.noisy.shape == m.clean.shape == m.share.shape == (2, 3)
     np.testing.assert_allclose(m.clean, 2.0)
     np.testing.assert_allclose(m.ratio, [[2, 4, 8], [4, 8, 16]])
-    np.testing.assert_allclose(m.share, m.ratio / (m.ratio + 1))   # sums scale like the medians
+    np.testing.assert_allclose(m.share, m.ratio / (m.ratio + 1))  # sums scale like the medians
     np.testing.assert_allclose(probes.medians(hs, "batch_fixed").ratio, m.ratio)
     with pytest.raises(ValueError, match="mode"):
         probes.medians(hs, "train")
@@ -123,8 +134,13 @@ def test_pooled_log10_pools_runs_at_one_epoch():
 def test_probe_counts_say_how_many_samples_each_median_is_over():
     h = _history(2.0)
     assert probes.probe_counts([h, _history(4.0)]) == "3 noisy, 3 clean"
-    fewer = {**h, "grads": [{**r, "batch_noisy": r["batch_noisy"][1:], "batch_norm": r["batch_norm"][1:]}
-                            for r in h["grads"]]}
+    fewer = {
+        **h,
+        "grads": [
+            {**r, "batch_noisy": r["batch_noisy"][1:], "batch_norm": r["batch_norm"][1:]}
+            for r in h["grads"]
+        ],
+    }
     assert probes.probe_counts([h, fewer], "batch") == "2-3 noisy, 3 clean"
 
 

@@ -1,4 +1,5 @@
 """Repository invariants: notebook pairs in sync and clean, conda and pip agree, README table."""
+
 import json
 import re
 
@@ -21,8 +22,9 @@ def _cells(nb):
 def test_notebook_pair_is_in_sync(py):
     ipynb = py.with_suffix(".ipynb")
     assert ipynb.exists(), f"{ipynb.name} missing: run jupytext --sync {py.name}"
-    assert _cells(jupytext.read(py)) == _cells(jupytext.read(ipynb)), \
+    assert _cells(jupytext.read(py)) == _cells(jupytext.read(ipynb)), (
         f"{py.name} and {ipynb.name} differ: run jupytext --sync {py.relative_to(ROOT)}"
+    )
 
 
 @pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
@@ -35,8 +37,11 @@ def test_committed_notebook_has_no_outputs_and_python3_kernel(py):
 
 
 def _names(reqs):
-    return {re.split(r"[<>=\[ ;]", r.strip(), maxsplit=1)[0].lower()
-            for r in reqs if not r.strip().startswith("-")}
+    return {
+        re.split(r"[<>=\[ ;]", r.strip(), maxsplit=1)[0].lower()
+        for r in reqs
+        if not r.strip().startswith("-")
+    }
 
 
 def test_environment_yml_and_pyproject_name_the_same_dependencies():
@@ -51,8 +56,9 @@ def test_readme_table_equals_committed_results():
     text = (ROOT / "README.md").read_text()
     assert report.START in text, "README lacks the report block"
     i, j = text.index(report.START), text.index(report.END) + len(report.END)
-    assert text[i:j] == report.readme_block(ROOT), \
+    assert text[i:j] == report.readme_block(ROOT), (
         "README table is stale: run `python -m bnpaper report --readme`"
+    )
 
 
 @pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
@@ -67,6 +73,7 @@ def test_notebook_is_thin(py):
 
 def test_package_has_no_import_cycle():
     import ast
+
     graph = {}
     for path in sorted((ROOT / "bnpaper").glob("*.py")):
         deps = set()
@@ -88,6 +95,7 @@ def test_package_has_no_import_cycle():
         for d in sorted(graph.get(n, ())):
             visit(d, trail + [n])
         state[n] = "done"
+
     for n in graph:
         visit(n, [])
     assert not graph["config"], "config must stay a leaf"
@@ -97,21 +105,45 @@ def test_a_notebook_run_by_hand_leaves_the_repository_untouched(tmp_path, monkey
     """papermill by hand (no BNPAPER_OUTPUT): outputs go to runs/manual, never to figures/ or results/."""
     import subprocess
     import sys
+
     monkeypatch.delenv("BNPAPER_OUTPUT", raising=False)
-    before = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+    before = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
     out = tmp_path / "out.ipynb"
-    subprocess.run([sys.executable, "-m", "papermill", str(ROOT / "notebooks" / "03_lira.ipynb"), str(out),
-                    "-p", "budget", "ci",
-                    "--cwd", str(tmp_path)], check=True, capture_output=True)
-    after = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            str(ROOT / "notebooks" / "03_lira.ipynb"),
+            str(out),
+            "-p",
+            "budget",
+            "ci",
+            "--cwd",
+            str(tmp_path),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    after = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
     assert after == before
-    assert (ROOT / "runs" / "manual" / "results" / "03_lira" / "fashion_mnist.ci" / "results.json").exists()
+    assert (
+        ROOT / "runs" / "manual" / "results" / "03_lira" / "fashion_mnist.ci" / "results.json"
+    ).exists()
 
 
 def test_committed_reference_figures_pass_the_figure_checks():
     """Every figure of the reference run: axes labelled, no legend over data, integer epoch ticks."""
     records = sorted((ROOT / "figures").glob("*/*/figure_checks.json"))
     assert records, "the reference run records figure_checks.json next to its figures"
-    bad = {f"{p.parent.parent.name}/{name}": probs for p in records
-           for name, probs in json.loads(p.read_text()).items() if probs}
+    bad = {
+        f"{p.parent.parent.name}/{name}": probs
+        for p in records
+        for name, probs in json.loads(p.read_text()).items()
+        if probs
+    }
     assert not bad, bad

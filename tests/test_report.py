@@ -12,36 +12,80 @@ def _write(root, nb, ds, claims):
 
 
 def test_report_table_has_one_row_per_claim_with_interval_accuracy_and_verdict(tmp_path):
-    _write(tmp_path, "01_forced_memorization", "toy", [
-        {"claim": "BN memorizes more", "paper": "higher", "measured": 0.1234, "lo": 0.05,
-         "hi": 0.2, "unit": "acc.", "verdict": "reproduced", "dataset": "toy", "budget": "ci",
-         "clean_test_acc": {"bn": 0.9, "none": 0.88}}])
-    _write(tmp_path, "03_lira", "toy", [
-        {"claim": "AUC up", "paper": ">= 3 points", "measured": -0.01, "lo": -0.02, "hi": 0.01,
-         "verdict": "inconclusive", "dataset": "toy", "budget": "ci"}])
+    _write(
+        tmp_path,
+        "01_forced_memorization",
+        "toy",
+        [
+            {
+                "claim": "BN memorizes more",
+                "paper": "higher",
+                "measured": 0.1234,
+                "lo": 0.05,
+                "hi": 0.2,
+                "unit": "acc.",
+                "verdict": "reproduced",
+                "dataset": "toy",
+                "budget": "ci",
+                "clean_test_acc": {"bn": 0.9, "none": 0.88},
+            }
+        ],
+    )
+    _write(
+        tmp_path,
+        "03_lira",
+        "toy",
+        [
+            {
+                "claim": "AUC up",
+                "paper": ">= 3 points",
+                "measured": -0.01,
+                "lo": -0.02,
+                "hi": 0.01,
+                "verdict": "inconclusive",
+                "dataset": "toy",
+                "budget": "ci",
+            }
+        ],
+    )
     rows = report.table(tmp_path).splitlines()[2:]
     assert rows == [
         "| 01 | BN memorizes more | higher | 0.123 [0.050, 0.200] acc. | bn: 0.900, none: 0.880 "
         "| toy / ci | **reproduced** |",
-        "| 03 | AUC up | >= 3 points | -0.010 [-0.020, 0.010] | - | toy / ci | **inconclusive** |"]
+        "| 03 | AUC up | >= 3 points | -0.010 [-0.020, 0.010] | - | toy / ci | **inconclusive** |",
+    ]
     assert "AUC up" in report.render(tmp_path)
 
 
 def test_runner_bad_input_prints_one_error_line_and_exits_2():
     for args in (["--dataset", "cifar11"], ["--budget", "ci", "-p", "bogus=1"]):
-        out = subprocess.run([sys.executable, "-m", "bnpaper", "reproduce", "--only", "01", *args],
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-m", "bnpaper", "reproduce", "--only", "01", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 2
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ")
 
 
 def test_readme_block_holds_the_table_and_one_key_figure_per_notebook(tmp_path):
-    _write(tmp_path, "01_forced_memorization", "fashion_mnist", [
-        {"claim": "c", "measured": 1.0, "verdict": "reproduced"}])
+    _write(
+        tmp_path,
+        "01_forced_memorization",
+        "fashion_mnist",
+        [{"claim": "c", "measured": 1.0, "verdict": "reproduced"}],
+    )
     res = tmp_path / "results" / "01_forced_memorization" / "fashion_mnist" / "results.json"
-    res.write_text(json.dumps({"claims": [{"claim": "c", "measured": 1.0}],
-                               "key_figures": ["figures/01/a.png", "figures/01/b.png"]}))
+    res.write_text(
+        json.dumps(
+            {
+                "claims": [{"claim": "c", "measured": 1.0}],
+                "key_figures": ["figures/01/a.png", "figures/01/b.png"],
+            }
+        )
+    )
     _write(tmp_path, "03_lira", "other_dataset", [{"claim": "not this dataset", "measured": 2.0}])
     block = report.readme_block(tmp_path)
     assert block.startswith(report.START) and block.endswith(report.END)
@@ -51,6 +95,7 @@ def test_readme_block_holds_the_table_and_one_key_figure_per_notebook(tmp_path):
 
 def test_runner_records_run_times_and_the_report_prints_them(tmp_path, monkeypatch):
     from bnpaper import reproduce
+
     monkeypatch.setenv("BNPAPER_OUTPUT", str(tmp_path))
     monkeypatch.setenv("BNPAPER_CACHE", str(tmp_path / "cache"))
     assert reproduce.cache_entries() == 0
@@ -72,11 +117,27 @@ def test_runner_records_run_times_and_the_report_prints_them(tmp_path, monkeypat
 
 
 def test_verdict_cell_carries_the_magnitude_note(tmp_path):
-    _write(tmp_path, "03_lira", "toy", [
-        {"claim": "AUC up", "paper": "3-5", "measured": 11.0, "lo": 9.9, "hi": 12.2,
-         "verdict": "reproduced", "magnitude": "larger than the paper's 3-5"}])
-    assert report.table(tmp_path).splitlines()[-1].endswith(
-        "| **reproduced** (larger than the paper's 3-5) |")
+    _write(
+        tmp_path,
+        "03_lira",
+        "toy",
+        [
+            {
+                "claim": "AUC up",
+                "paper": "3-5",
+                "measured": 11.0,
+                "lo": 9.9,
+                "hi": 12.2,
+                "verdict": "reproduced",
+                "magnitude": "larger than the paper's 3-5",
+            }
+        ],
+    )
+    assert (
+        report.table(tmp_path)
+        .splitlines()[-1]
+        .endswith("| **reproduced** (larger than the paper's 3-5) |")
+    )
 
 
 def test_a_dead_kernel_is_one_line_naming_the_notebook_and_the_copy(tmp_path, monkeypatch):
@@ -87,27 +148,50 @@ def test_a_dead_kernel_is_one_line_naming_the_notebook_and_the_copy(tmp_path, mo
 
     def die(*a, **k):
         raise DeadKernelError("Kernel died")
+
     monkeypatch.setattr(pm, "execute_notebook", die)
     try:
         reproduce.execute("03_lira", {}, tmp_path / "03_lira.ipynb")
     except reproduce.NotebookFailed as exc:
         msg = str(exc)
-    assert msg == f"notebook 03_lira: the kernel died (out of memory, or killed); executed copy: {tmp_path / '03_lira.ipynb'}"
+    assert (
+        msg
+        == f"notebook 03_lira: the kernel died (out of memory, or killed); executed copy: {tmp_path / '03_lira.ipynb'}"
+    )
 
 
 def test_report_renders_gamma_sigma_and_no_interval_as_na(tmp_path):
-    _write(tmp_path, "04_theory", "toy", [
-        {"claim": "|gamma|/sigma > 1 in most cases", "measured": 0.9, "lo": float("-inf"),
-         "hi": float("inf"), "verdict": "inconclusive"}])
+    _write(
+        tmp_path,
+        "04_theory",
+        "toy",
+        [
+            {
+                "claim": "|gamma|/sigma > 1 in most cases",
+                "measured": 0.9,
+                "lo": float("-inf"),
+                "hi": float("inf"),
+                "verdict": "inconclusive",
+            }
+        ],
+    )
     row = report.table(tmp_path).splitlines()[-1]
     assert "\\|γ\\|/σ > 1" in row and "0.900 (no interval: n/a)" in row and "inf" not in row
 
 
 def test_every_committed_configuration_lands_in_one_matrix_table(tmp_path):
-    row = lambda v, verdict: {"id": "01.final.flip", "claim": "BN memorizes more", "measured": v,  # noqa: E731
-                              "lo": v - 0.1, "hi": v + 0.1, "verdict": verdict}
-    for label, arch, v, verdict in (("fashion_mnist", "lenet", 0.3, "reproduced"),
-                                    ("fashion_mnist.full.arch=resnet20", "resnet20", 0.05, "inconclusive")):
+    row = lambda v, verdict: {
+        "id": "01.final.flip",
+        "claim": "BN memorizes more",
+        "measured": v,  # noqa: E731
+        "lo": v - 0.1,
+        "hi": v + 0.1,
+        "verdict": verdict,
+    }
+    for label, arch, v, verdict in (
+        ("fashion_mnist", "lenet", 0.3, "reproduced"),
+        ("fashion_mnist.full.arch=resnet20", "resnet20", 0.05, "inconclusive"),
+    ):
         p = tmp_path / "results" / "01_forced_memorization" / label / "results.json"
         p.parent.mkdir(parents=True)
         p.write_text(json.dumps({"params": {"arch": arch}, "claims": [row(v, verdict)]}))
@@ -118,31 +202,74 @@ def test_every_committed_configuration_lands_in_one_matrix_table(tmp_path):
         "| 01.final.flip: BN memorizes more | fashion_mnist (reference) | lenet | 0.300 [0.200, 0.400] "
         "| - | **reproduced** |",
         "| 01.final.flip: BN memorizes more | fashion_mnist.full.arch=resnet20 | resnet20 "
-        "| 0.050 [-0.050, 0.150] | - | **inconclusive** |"]
-    assert "## Every committed configuration" in report.render(tmp_path) and "Holm" in report.render(tmp_path)
+        "| 0.050 [-0.050, 0.150] | - | **inconclusive** |",
+    ]
+    assert "## Every committed configuration" in report.render(
+        tmp_path
+    ) and "Holm" in report.render(tmp_path)
 
 
 def test_no_matrix_section_when_only_the_reference_is_committed(tmp_path):
     _write(tmp_path, "01_forced_memorization", "fashion_mnist", [{"claim": "c", "measured": 1.0}])
-    assert report.matrix_table(tmp_path) == "" and "## Every committed configuration" not in report.render(tmp_path)
+    assert report.matrix_table(
+        tmp_path
+    ) == "" and "## Every committed configuration" not in report.render(tmp_path)
 
 
-def test_the_glance_table_puts_each_configuration_in_a_column_with_estimate_mark_and_accuracy(tmp_path):
+def test_the_glance_table_puts_each_configuration_in_a_column_with_estimate_mark_and_accuracy(
+    tmp_path,
+):
     def put(label, arch, budget, claims):
         p = tmp_path / "results" / "01_forced_memorization" / label / "results.json"
         p.parent.mkdir(parents=True)
-        p.write_text(json.dumps({"params": {"arch": arch, "budget": budget, "n_train": 4000, "epochs": 12,
-                                            "seeds": [0, 1], "norms": ["bn", "none"]}, "claims": claims}))
-    row = lambda corr, v, verdict: {"id": "01.final." + corr, "claim": f"BN memorizes {corr}", "measured": v,  # noqa: E731
-                                    "lo": v - 0.1, "hi": v + 0.1, "verdict": verdict, "corruption": corr,
-                                    "clean_test_acc": {"bn": 0.85, "none": 0.86}}
-    put("fashion_mnist", "lenet", "quick", [row("flip", 0.3, "reproduced"), row("ood", 0.1, "inconclusive")])
-    put("mnist_subset.full.arch=resnet20", "resnet20", "full", [row("flip", -0.2, "not reproduced")])
+        p.write_text(
+            json.dumps(
+                {
+                    "params": {
+                        "arch": arch,
+                        "budget": budget,
+                        "n_train": 4000,
+                        "epochs": 12,
+                        "seeds": [0, 1],
+                        "norms": ["bn", "none"],
+                    },
+                    "claims": claims,
+                }
+            )
+        )
+
+    row = lambda corr, v, verdict: {
+        "id": "01.final." + corr,
+        "claim": f"BN memorizes {corr}",
+        "measured": v,  # noqa: E731
+        "lo": v - 0.1,
+        "hi": v + 0.1,
+        "verdict": verdict,
+        "corruption": corr,
+        "clean_test_acc": {"bn": 0.85, "none": 0.86},
+    }
+    put(
+        "fashion_mnist",
+        "lenet",
+        "quick",
+        [row("flip", 0.3, "reproduced"), row("ood", 0.1, "inconclusive")],
+    )
+    put(
+        "mnist_subset.full.arch=resnet20", "resnet20", "full", [row("flip", -0.2, "not reproduced")]
+    )
     lines = report.glance_tables(tmp_path).splitlines()
     assert lines[0] == "### 01_forced_memorization"
-    assert lines[2] == "| claim | fashion_mnist<br>lenet<br>quick | mnist_subset<br>resnet20<br>full |"
-    assert lines[4] == "| BN memorizes flip [flip] | 0.300 ✓<br>acc 0.85/0.86 | -0.200 ✗<br>acc 0.85/0.86 |"
+    assert (
+        lines[2] == "| claim | fashion_mnist<br>lenet<br>quick | mnist_subset<br>resnet20<br>full |"
+    )
+    assert (
+        lines[4]
+        == "| BN memorizes flip [flip] | 0.300 ✓<br>acc 0.85/0.86 | -0.200 ✗<br>acc 0.85/0.86 |"
+    )
     assert lines[5] == "| BN memorizes ood [ood] | 0.100 ?<br>acc 0.85/0.86 | - |"
     conf = report.configurations_table(tmp_path).splitlines()
-    assert "| 01 | mnist_subset.full.arch=resnet20 | full | resnet20 | 4000 | 12 | [0, 1] | bn+none | - | n/a |" in conf
+    assert (
+        "| 01 | mnist_subset.full.arch=resnet20 | full | resnet20 | 4000 | 12 | [0, 1] | bn+none | - | n/a |"
+        in conf
+    )
     assert "## The matrix at a glance" in report.render(tmp_path)

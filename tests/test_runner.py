@@ -1,4 +1,5 @@
 """Parameters by every route: declarations, params files, the runner's plan, the notebook's start()."""
+
 import pytest
 import yaml
 
@@ -39,8 +40,10 @@ def test_every_shipped_params_file_names_only_declared_keys():
     params.check_params_files()
 
 
-@pytest.mark.parametrize("text,value", [("1e-3", 0.001), ("5E-4", 0.0005), (".5", 0.5),
-                                        ("+1.5e+2", 150.0), ("3", 3), ("-2", -2)])
+@pytest.mark.parametrize(
+    "text,value",
+    [("1e-3", 0.001), ("5E-4", 0.0005), (".5", 0.5), ("+1.5e+2", 150.0), ("3", 3), ("-2", -2)],
+)
 def test_yaml_1_2_floats_are_numbers_and_integers_stay_integers(text, value):
     got = params.load_yaml(f"x: {text}")["x"]
     assert got == value and type(got) is type(value)
@@ -48,6 +51,7 @@ def test_yaml_1_2_floats_are_numbers_and_integers_stay_integers(text, value):
 
 def test_runner_accepts_lr_1e_3_as_a_number():
     from bnpaper.__main__ import _override
+
     key, value = _override("lr=1e-3")
     assert (key, value) == ("lr", 0.001)
     assert reproduce.plan("fashion_mnist", "ci", ["01"], {"lr": value})[NB]["lr"] == 0.001
@@ -95,35 +99,46 @@ def test_start_can_run_twice_in_the_same_kernel_namespace():
 def test_a_real_mistake_in_jupyterlab_is_one_error_naming_it():
     ns = dict(params.defaults(NB), runs={}, P={})
     ns["dataset"] = "cifar11"
-    with pytest.raises(ConfigError, match=r"^dataset='cifar11' is not allowed; choose one of \['mnist'"):
+    with pytest.raises(
+        ConfigError, match=r"^dataset='cifar11' is not allowed; choose one of \['mnist'"
+    ):
         notebook.start(ns, NB, quiet=True)
 
 
 def test_papermill_injected_unknown_name_is_an_error():
-    ns = dict(params.defaults(NB), In=["", "# Parameters\nnoise_fraction = 0.2\n", ""],
-              noise_fraction=0.2)
+    ns = dict(
+        params.defaults(NB), In=["", "# Parameters\nnoise_fraction = 0.2\n", ""], noise_fraction=0.2
+    )
     with pytest.raises(ConfigError, match=r"unknown parameter\(s\) \['noise_fraction'\]"):
         notebook.start(ns, NB, quiet=True)
 
 
 def test_unknown_key_in_a_notebook_section_names_file_and_key(tmp_path, monkeypatch):
     _fake_root(tmp_path, monkeypatch, {"ci": f"{NB}:\n  epoch: 3\n"})
-    with pytest.raises(ConfigError, match=r"ci.yaml: unknown parameter\(s\) \['epoch'\] in section"):
+    with pytest.raises(
+        ConfigError, match=r"ci.yaml: unknown parameter\(s\) \['epoch'\] in section"
+    ):
         params.resolve(NB, {"budget": "ci"})
 
 
 def test_unknown_key_in_the_all_section_is_an_error(tmp_path, monkeypatch):
     _fake_root(tmp_path, monkeypatch, {"fashion_mnist": "all:\n  archh: lenet\n"})
-    with pytest.raises(ConfigError, match=r"fashion_mnist.yaml: unknown parameter\(s\) \['archh'\] in section 'all'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"fashion_mnist.yaml: unknown parameter\(s\) \['archh'\] in section 'all'",
+    ):
         params.resolve(NB)
 
 
-@pytest.mark.parametrize("over,match", [
-    ({"bogus": 1}, r"-p bogus: unknown parameter 'bogus'"),
-    ({"03.bogus": 1}, r"-p 03.bogus: unknown parameter 'bogus' for notebook 03_lira"),
-    ({"02.epochs": 1}, r"notebook 02_gradient_dynamics is not selected"),
-    ({"dataset": "mnist"}, r"set by --dataset"),
-])
+@pytest.mark.parametrize(
+    "over,match",
+    [
+        ({"bogus": 1}, r"-p bogus: unknown parameter 'bogus'"),
+        ({"03.bogus": 1}, r"-p 03.bogus: unknown parameter 'bogus' for notebook 03_lira"),
+        ({"02.epochs": 1}, r"notebook 02_gradient_dynamics is not selected"),
+        ({"dataset": "mnist"}, r"set by --dataset"),
+    ],
+)
 def test_bad_runner_overrides_are_one_clear_error(over, match):
     with pytest.raises(ConfigError, match=match):
         reproduce.plan("fashion_mnist", "ci", ["01", "03"], over)
@@ -138,20 +153,34 @@ def test_a_prefixed_override_targets_one_notebook():
 def test_runner_checks_every_notebook_before_the_first_starts(monkeypatch):
     started = []
     monkeypatch.setattr(reproduce, "execute", lambda nb, *a, **k: started.append(nb))
-    with pytest.raises(ConfigError, match=r"batch_size=150 is out of range; allowed: an integer in \[2, 100\]"):
+    with pytest.raises(
+        ConfigError, match=r"batch_size=150 is out of range; allowed: an integer in \[2, 100\]"
+    ):
         reproduce.run("fashion_mnist", "ci", ["01", "03"], {"batch_size": 150})
     assert started == []
 
 
-@pytest.mark.parametrize("over, match", [
-    ({"dataset": "cifar11"}, r"dataset='cifar11' is not allowed; choose one of \['mnist'"),
-    ({"noise_frac": 1.5}, r"noise_frac=1.5 is out of range; allowed: a number in \(0.0, 1.0\)"),
-    ({"norms": ["bn", "gn"]}, r"norms=\['bn', 'gn'\] must include 'bn' and 'none'"),
-    ({"batch_size": 9000}, r"batch_size=9000 is out of range; allowed: an integer in \[2, 4000\]"),
-    ({"seeds": [0, 0]}, r"seeds=\[0, 0\] must not repeat values"),
-    ({"n_train": 70000}, r"n_train=70000 is out of range; allowed: an integer in \[10, 60000\]"),
-    ({"corruption": ["flip", "mislabel"]}, r"corruption=\['flip', 'mislabel'\] contains \['mislabel'\]"),
-])
+@pytest.mark.parametrize(
+    "over, match",
+    [
+        ({"dataset": "cifar11"}, r"dataset='cifar11' is not allowed; choose one of \['mnist'"),
+        ({"noise_frac": 1.5}, r"noise_frac=1.5 is out of range; allowed: a number in \(0.0, 1.0\)"),
+        ({"norms": ["bn", "gn"]}, r"norms=\['bn', 'gn'\] must include 'bn' and 'none'"),
+        (
+            {"batch_size": 9000},
+            r"batch_size=9000 is out of range; allowed: an integer in \[2, 4000\]",
+        ),
+        ({"seeds": [0, 0]}, r"seeds=\[0, 0\] must not repeat values"),
+        (
+            {"n_train": 70000},
+            r"n_train=70000 is out of range; allowed: an integer in \[10, 60000\]",
+        ),
+        (
+            {"corruption": ["flip", "mislabel"]},
+            r"corruption=\['flip', 'mislabel'\] contains \['mislabel'\]",
+        ),
+    ],
+)
 def test_bad_values_name_the_parameter_and_what_is_allowed(over, match):
     with pytest.raises(ConfigError, match=match):
         params.resolve(NB, over)
@@ -183,11 +212,14 @@ def test_only_accepts_numbers_and_names():
         reproduce.resolve_notebooks(["09"])
 
 
-@pytest.mark.parametrize("name,value,kw,match", [
-    ("noise_frac", 1.5, dict(lo=0, hi=1, hi_open=True), r"noise_frac=1.5 is out of range"),
-    ("epochs", 2.5, dict(lo=1, integer=True), r"epochs=2.5 must be an integer"),
-    ("lr", True, dict(lo=0), r"lr=True must be a number"),
-])
+@pytest.mark.parametrize(
+    "name,value,kw,match",
+    [
+        ("noise_frac", 1.5, dict(lo=0, hi=1, hi_open=True), r"noise_frac=1.5 is out of range"),
+        ("epochs", 2.5, dict(lo=1, integer=True), r"epochs=2.5 must be an integer"),
+        ("lr", True, dict(lo=0), r"lr=True must be a number"),
+    ],
+)
 def test_check_number_messages_name_key_value_and_range(name, value, kw, match):
     with pytest.raises(ConfigError, match=match):
         config.check_number(name, value, **kw)
@@ -195,14 +227,24 @@ def test_check_number_messages_name_key_value_and_range(name, value, kw, match):
 
 def test_config_errors_render_in_notebooks_as_one_line_without_traceback():
     from bnpaper.data import DatasetNotFoundError
-    for err in (ConfigError("noise_frac=1.5 is out of range"), DatasetNotFoundError("dataset='cifar10' was not found")):
+
+    for err in (
+        ConfigError("noise_frac=1.5 is out of range"),
+        DatasetNotFoundError("dataset='cifar10' was not found"),
+    ):
         assert err._render_traceback_() == [f"{type(err).__name__}: {err}"]
 
 
 def test_papermill_p_with_a_list_as_a_string_says_how_to_pass_it():
-    ns = dict(params.defaults("03_lira"), In=["", "# Parameters\noutlier_frac = \"[0.1]\"\n", ""],
-              outlier_frac="[0.1]")
-    with pytest.raises(ConfigError, match=r"outlier_frac='\[0.1\]' must be a list, got a string; with papermill pass it as YAML: -y"):
+    ns = dict(
+        params.defaults("03_lira"),
+        In=["", '# Parameters\noutlier_frac = "[0.1]"\n', ""],
+        outlier_frac="[0.1]",
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"outlier_frac='\[0.1\]' must be a list, got a string; with papermill pass it as YAML: -y",
+    ):
         notebook.start(ns, "03_lira", quiet=True)
 
 
@@ -218,13 +260,16 @@ def test_results_folder_is_keyed_by_configuration():
     or any changed value gets its own folder, so a ResNet run never overwrites LeNet's."""
     base = params.resolve("01", {"dataset": "fashion_mnist", "budget": "quick"}).values
     assert params.config_label("01", base) == "fashion_mnist"
-    other = params.resolve("01", {"dataset": "fashion_mnist", "budget": "quick", "arch": "resnet20",
-                                  "seeds": [0, 1]}).values
+    other = params.resolve(
+        "01", {"dataset": "fashion_mnist", "budget": "quick", "arch": "resnet20", "seeds": [0, 1]}
+    ).values
     assert params.config_label("01", other) == "fashion_mnist.arch=resnet20.seeds=0,1"
     ci = params.resolve("01", {"dataset": "fashion_mnist", "budget": "ci"}).values
     assert params.config_label("01", ci) == "fashion_mnist.ci"
     # a value equal to what the budget gives is the budget's configuration, not a new one
-    same = params.resolve("01", {"dataset": "fashion_mnist", "budget": "ci", "epochs": ci["epochs"]}).values
+    same = params.resolve(
+        "01", {"dataset": "fashion_mnist", "budget": "ci", "epochs": ci["epochs"]}
+    ).values
     assert params.config_label("01", same) == "fashion_mnist.ci"
 
 
@@ -232,25 +277,43 @@ def test_a_long_list_of_overrides_gives_a_short_unique_folder():
     a = params.resolve("01", {"dataset": "fashion_mnist", "seeds": list(range(40))}).values
     b = params.resolve("01", {"dataset": "fashion_mnist", "seeds": list(range(41))}).values
     la, lb = params.config_label("01", a), params.config_label("01", b)
-    assert len(la) <= 96 and len(lb) <= 96 and la != lb and la.startswith("fashion_mnist.seeds=0,1,2")
+    assert (
+        len(la) <= 96 and len(lb) <= 96 and la != lb and la.startswith("fashion_mnist.seeds=0,1,2")
+    )
 
 
 def test_the_shipped_matrix_resolves_every_configuration_to_its_own_folder():
     budget, entries = reproduce.read_matrix()
     assert budget == "full" and entries
-    labels = [(nb, params.config_label(nb, params.resolve(nb, {"dataset": e.dataset, "budget": budget,
-                                                               **dict(e.values)}).values))
-              for e in entries for nb in e.notebooks]
+    labels = [
+        (
+            nb,
+            params.config_label(
+                nb,
+                params.resolve(
+                    nb, {"dataset": e.dataset, "budget": budget, **dict(e.values)}
+                ).values,
+            ),
+        )
+        for e in entries
+        for nb in e.notebooks
+    ]
     assert len(set(labels)) == len(labels)  # no configuration overwrites another
     assert all("." in label for _, label in labels)  # nor the quick reference (the bare dataset)
 
 
-@pytest.mark.parametrize("text, match", [
-    ("budget: full\nruns:\n  - {notebooks: ['01'], datasets: [fashion_mnist], set: {epochs: -1}}\n", "epochs"),
-    ("budget: full\nruns:\n  - {notebooks: ['01'], datasets: [cifar11]}\n", "cifar11"),
-    ("budget: full\nruns:\n  - {notebooks: ['01'], datasetz: [mnist]}\n", "must have"),
-    ("budget: full\nrunz: []\n", "holds `budget` and `runs`"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (
+            "budget: full\nruns:\n  - {notebooks: ['01'], datasets: [fashion_mnist], set: {epochs: -1}}\n",
+            "epochs",
+        ),
+        ("budget: full\nruns:\n  - {notebooks: ['01'], datasets: [cifar11]}\n", "cifar11"),
+        ("budget: full\nruns:\n  - {notebooks: ['01'], datasetz: [mnist]}\n", "must have"),
+        ("budget: full\nrunz: []\n", "holds `budget` and `runs`"),
+    ],
+)
 def test_a_bad_matrix_entry_is_one_clear_error_before_anything_runs(tmp_path, text, match):
     f = tmp_path / "m.yaml"
     f.write_text(text)

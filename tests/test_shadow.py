@@ -1,5 +1,6 @@
 """Shadow pool: keep-matrix balance, cached and resumable units, executors, query modes,
 and the packed LeNet trainer."""
+
 import numpy as np
 import pytest
 import torch
@@ -36,7 +37,7 @@ def test_query_augmentations_know_the_image_shape():
     assert shadow.query_shifts((1, 28, 28), augment=False) == [(False, 0, 0)]
     q = shadow.query_shifts((3, 32, 32), augment=True)
     assert len(q) == 10 and (True, 0, 0) in q and (False, 0, 0) in q
-    x = torch.arange(16.).view(1, 1, 4, 4)
+    x = torch.arange(16.0).view(1, 1, 4, 4)
     assert torch.equal(shadow.augment_query(x, True, 0, 0), x.flip(-1))
     assert torch.equal(shadow.augment_query(x, False, 1, 0, pad=1)[0, 0, :3], x[0, 0, 1:])
 
@@ -55,7 +56,7 @@ def test_kill_at_shadow_9_of_16_then_rerun_trains_exactly_the_7_missing(tmp_path
     with pytest.raises(KeyboardInterrupt):
         shadow.run_shadows(sp, TINY, keep, trainer="plain", store=store, progress=False)
     assert shadow.n_cached(sp, TINY, keep, trainer="plain", store=store) == 9
-    assert not list((tmp_path / "c").rglob("*.tmp"))          # nothing half-written
+    assert not list((tmp_path / "c").rglob("*.tmp"))  # nothing half-written
     calls.clear()
     monkeypatch.setattr(shadow, "_train_states", lambda t: (calls.append(len(t.cfgs)), real(t))[1])
     pool = shadow.run_shadows(sp, TINY, keep, trainer="plain", store=store, progress=False)
@@ -71,13 +72,13 @@ def test_packed_forward_equals_the_members_separate_forwards():
     for norm in models.NORMS:
         torch.manual_seed(0)
         members = [models.build_model("lenet", norm, 1, 10, 28) for _ in range(3)]
-        for m in members:   # non-trivial running statistics and affine parameters
+        for m in members:  # non-trivial running statistics and affine parameters
             m.train()
             m(torch.randn(32, 1, 28, 28) * 2 + 0.5)
             for p in m.parameters():
                 p.data.add_(0.1 * torch.randn_like(p))
         pk = packed.PackedLeNet(3, norm, 1, 10, 28).load_members([m.state_dict() for m in members])
-        for i, m in enumerate(members):   # member weights round-trip through the packed model
+        for i, m in enumerate(members):  # member weights round-trip through the packed model
             st = pk.member_state(i)
             assert st.keys() == m.state_dict().keys()
             assert all(torch.equal(st[k], v) for k, v in m.state_dict().items())
@@ -98,15 +99,22 @@ def test_packed_training_equals_separate_fit_runs():
     rows = [torch.arange(0, 32), torch.arange(32, 64)]
     states = packed.fit_packed(sp, rows, cfgs)
     for cfg, r, st in zip(cfgs, rows, states):
-        sub = data.Split(sp.x[r], sp.y[r], sp.y_true[r], sp.mask[r], sp.x_test, sp.y_test, 4,
-                         sp.mean, sp.std)
+        sub = data.Split(
+            sp.x[r], sp.y[r], sp.y_true[r], sp.mask[r], sp.x_test, sp.y_test, 4, sp.mean, sp.std
+        )
         ref = fit(sub, cfg, progress=False).state
         for k, v in ref.items():
             assert torch.allclose(st[k].float(), v.float(), atol=2e-3, rtol=1e-3), k
 
 
-@pytest.mark.parametrize("mit", [MitigationConfig("penalty", 0.05, 0.5), MitigationConfig("projection", tau=0.5),
-                                 MitigationConfig("gamma_decay", lam=0.5)])
+@pytest.mark.parametrize(
+    "mit",
+    [
+        MitigationConfig("penalty", 0.05, 0.5),
+        MitigationConfig("projection", tau=0.5),
+        MitigationConfig("gamma_decay", lam=0.5),
+    ],
+)
 def test_packed_training_with_a_mitigation_equals_separate_mitigated_fit_runs(mit):
     sp = _toy_split()
     cfgs = [TrainConfig(norm="bn", epochs=2, batch_size=16, lr=0.02, seed=s) for s in (1, 2)]
@@ -114,8 +122,9 @@ def test_packed_training_with_a_mitigation_equals_separate_mitigated_fit_runs(mi
     states = packed.fit_packed(sp, rows, cfgs, mitigation=mit)
     plain_states = packed.fit_packed(sp, rows, cfgs)
     for cfg, r, st, st0 in zip(cfgs, rows, states, plain_states):
-        sub = data.Split(sp.x[r], sp.y[r], sp.y_true[r], sp.mask[r], sp.x_test, sp.y_test, 4,
-                         sp.mean, sp.std)
+        sub = data.Split(
+            sp.x[r], sp.y[r], sp.y_true[r], sp.mask[r], sp.x_test, sp.y_test, 4, sp.mean, sp.std
+        )
         ref = fit_mitigated(sub, cfg, mit, progress=False).state
         for k, v in ref.items():
             assert torch.allclose(st[k].float(), v.float(), atol=2e-3, rtol=1e-3), k
@@ -166,11 +175,25 @@ def test_executor_spec_is_validated():
 def test_two_tiny_shadows_through_a_real_dask_cluster(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     sp, keep = _toy_split(), shadow.keep_matrix(2, 64, 0)
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://",
-                                  host="127.0.0.1", dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp://",
+        host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster:
         addr = cluster.scheduler_address.replace("tcp://", "dask://")
-        pool = shadow.run_shadows(sp, TINY, keep, trainer="plain", executor=addr,
-                                  store=Store(tmp_path / "c"), progress=False)
-    ref = shadow.run_shadows(sp, TINY, keep, trainer="plain", store=Store(tmp_path / "d"),
-                             progress=False)
-    assert np.allclose(pool.phi, ref.phi)   # same units, same results as in-process
+        pool = shadow.run_shadows(
+            sp,
+            TINY,
+            keep,
+            trainer="plain",
+            executor=addr,
+            store=Store(tmp_path / "c"),
+            progress=False,
+        )
+    ref = shadow.run_shadows(
+        sp, TINY, keep, trainer="plain", store=Store(tmp_path / "d"), progress=False
+    )
+    assert np.allclose(pool.phi, ref.phi)  # same units, same results as in-process

@@ -8,10 +8,12 @@ from bnpaper import claims, stats
 
 def test_t_mean_equals_the_closed_form_student_interval():
     e = stats.t_mean([1.0, 2.0, 3.0])
-    p = 0.975   # Student t with 2 degrees of freedom has the closed-form quantile below
-    half = (2 * p - 1) / math.sqrt(2 * p * (1 - p)) / math.sqrt(3)   # t_{0.975,2} s / sqrt(n), s = 1
+    p = 0.975  # Student t with 2 degrees of freedom has the closed-form quantile below
+    half = (2 * p - 1) / math.sqrt(2 * p * (1 - p)) / math.sqrt(3)  # t_{0.975,2} s / sqrt(n), s = 1
     assert (e.value, e.n) == (2.0, 3)
-    assert e.lo == pytest.approx(2.0 - half, abs=1e-12) and e.hi == pytest.approx(2.0 + half, abs=1e-12)
+    assert e.lo == pytest.approx(2.0 - half, abs=1e-12) and e.hi == pytest.approx(
+        2.0 + half, abs=1e-12
+    )
 
 
 def test_t_paired_diff_is_the_t_interval_of_the_differences():
@@ -44,6 +46,7 @@ def test_epochs_to_and_area_under_curve_on_known_curves():
 
 def test_p_value_of_a_t_interval_equals_scipys_one_sided_t_test():
     from scipy import stats as sps
+
     v = [0.3, 0.1, 0.25, 0.05]
     e = stats.t_mean(v)
     ref = sps.ttest_1samp(v, 0.02, alternative="greater").pvalue
@@ -54,6 +57,7 @@ def test_p_value_of_a_t_interval_equals_scipys_one_sided_t_test():
 
 def test_p_value_without_a_standard_error_comes_from_the_interval():
     from scipy import stats as sps
+
     e = stats.Estimate(2.0, 2.0 - 1.959964, 2.0 + 1.959964, 10)  # se = 1 under the normal
     assert abs(e.p_above(0.0) - sps.norm.sf(2.0)) < 1e-6
     assert np.isnan(stats.Estimate(1.0, -np.inf, np.inf, 1).p_above(0.0))

@@ -1,4 +1,5 @@
 """The run cache: keys that cannot go stale, sidecars, locks, no orphans, package-only code."""
+
 import functools
 import json
 import multiprocessing
@@ -31,6 +32,7 @@ def test_cached_computes_once_and_reloads(tmp_path):
     def compute():
         calls.append(1)
         return _value()
+
     a = s.cached("unit", {"a": 1}, compute, data="d0")
     b = s.cached("unit", {"a": 1}, compute, data="d0")
     assert len(calls) == 1 and torch.equal(a["w"], b["w"])
@@ -62,6 +64,7 @@ def test_editing_any_package_module_changes_the_shadow_key(tmp_path, module):
 def test_caching_a_function_defined_in_a_notebook_is_refused(tmp_path):
     def compute():  # this test module is not bnpaper: like a function in a notebook
         return 1
+
     with pytest.raises(ConfigError, match=r"defined in 'test_store', not in the bnpaper package"):
         store.Store(tmp_path).cached("unit", {}, compute)
     with pytest.raises(ConfigError, match=r"not in the bnpaper package"):
@@ -86,6 +89,7 @@ def test_a_killed_write_leaves_no_unit_and_its_temp_files_go_on_the_next_run(tmp
     def killed(obj, path):  # SIGKILL between the sidecar and the result
         (path.parent / f"{path.name}.x1y2.tmp").write_bytes(b"half")
         raise KeyboardInterrupt
+
     monkeypatch.setattr(store, "atomic_torch_save", killed)
     with pytest.raises(KeyboardInterrupt):
         s.cached("unit", {"a": 1}, _in_package(lambda: _value()))
@@ -103,6 +107,7 @@ def test_a_failed_compute_leaves_no_result(tmp_path):
     @_in_package
     def boom():
         raise RuntimeError("killed")
+
     with pytest.raises(RuntimeError):
         s.cached("unit", {"a": 1}, boom)
     assert not s.has("unit", {"a": 1}) and not list(tmp_path.rglob("*.tmp"))
@@ -117,6 +122,7 @@ def test_resumable_compute_gets_a_partial_path_removed_on_success(tmp_path):
         seen["p"] = checkpoint
         checkpoint.write_text("partial")
         return 5
+
     assert s.cached("unit", {}, compute, resumable=True) == 5
     assert seen["p"].suffix == ".partial" and not seen["p"].exists()
 
@@ -128,6 +134,7 @@ def _slow_unit(root, log):
             fh.write(f"{os.getpid()}\n")
         time.sleep(0.5)
         return _value(7)
+
     return float(store.Store(root).cached("unit", {"shared": 1}, compute)["w"])
 
 
@@ -143,11 +150,15 @@ def test_units_build_their_keys_in_the_package(tmp_path, tiny_split):
     """units.trained: the same (split, cfg) is one unit; a mitigation is another."""
     from bnpaper.mitigation import MitigationConfig
     from bnpaper.train import TrainConfig
+
     cfg = TrainConfig(epochs=1, batch_size=16)
     s = store.Store(tmp_path)
     a = units.trained(tiny_split, cfg, store=s)
     b = units.trained(tiny_split, cfg, store=s)
-    assert len(list(tmp_path.glob("train/*.pt"))) == 1 and a.history["test_acc"] == b.history["test_acc"]
+    assert (
+        len(list(tmp_path.glob("train/*.pt"))) == 1
+        and a.history["test_acc"] == b.history["test_acc"]
+    )
     units.trained(tiny_split, cfg, MitigationConfig("penalty", 0.01, 1.0), store=s)
     assert len(list(tmp_path.glob("train/*.pt"))) == 2
 
@@ -170,6 +181,7 @@ def test_a_unit_trained_on_another_device_has_another_key(monkeypatch):
 
 def test_device_auto_is_the_cpu_here_and_cuda_without_a_gpu_is_one_clear_error(monkeypatch):
     from bnpaper import config
+
     monkeypatch.setattr(config.torch.cuda, "is_available", lambda: False)
     assert config.resolve_device("auto") == "cpu"
     with pytest.raises(config.ConfigError, match="device='cuda'.*no GPU"):

@@ -1,4 +1,5 @@
 """The toy theory: symbolic results against hand-derived expectations, and the simulation."""
+
 import math
 
 import numpy as np
@@ -34,8 +35,9 @@ def test_checker_rejects_a_wrong_expected_ratio():
 def test_centered_variant_replaces_x_by_x_minus_mean():
     xc2 = T.sq_norm(T.x - T.xbar)
     assert T.equal(T.growth_ratio(centered=True), T.gamma**2 / T.sigma**2 * xc2 / X2)
-    assert T.equal(T.growth_ratio(centered=True).subs({c: 0 for c in T.xbar}),
-                   T.gamma**2 / T.sigma**2)
+    assert T.equal(
+        T.growth_ratio(centered=True).subs({c: 0 for c in T.xbar}), T.gamma**2 / T.sigma**2
+    )
 
 
 def test_full_update_adds_gamma_beta_and_classifier_terms():
@@ -51,8 +53,9 @@ def test_full_update_adds_gamma_beta_and_classifier_terms():
 
 def test_margin_grows_when_loss_decreases_in_margin():
     # l' < 0 for a decreasing loss, so every first-order term is >= 0
-    val = T.margin_change("bn").subs({T.lp: -1, T.eta: sp.Rational(1, 10), T.a: 2, T.gamma: 3,
-                                      T.sigma: 1, **{c: 1 for c in T.x}})
+    val = T.margin_change("bn").subs(
+        {T.lp: -1, T.eta: sp.Rational(1, 10), T.a: 2, T.gamma: 3, T.sigma: 1, **{c: 1 for c in T.x}}
+    )
     assert val == sp.Rational(1, 10) * 4 * 9 * 3
 
 
@@ -139,7 +142,9 @@ def test_ratio_by_run_keeps_falling_probes_and_pools_within_runs():
 
 def test_log_factor_splits_into_gamma_and_sigma_parts():
     r = T.toy_train(T.ToyConfig(d=50, n_typical=30, n_outliers=2, steps=20, batch_size=16), "bn")
-    rec = {k: torch.tensor(r["record"][k], dtype=torch.float64) for k in ("factor", "gamma", "sigma")}
+    rec = {
+        k: torch.tensor(r["record"][k], dtype=torch.float64) for k in ("factor", "gamma", "sigma")
+    }
     parts = 2 * rec["gamma"].abs().log() - 2 * rec["sigma"].log()
     assert torch.allclose(rec["factor"].log(), parts, atol=1e-5)
 
@@ -150,7 +155,9 @@ SMALL = T.ToyConfig(d=60, n_typical=30, n_outliers=3, steps=30)
 
 @pytest.fixture(scope="module")
 def probes():
-    return T.probe_study(SMALL, [8, 16], [0.05, 0.1], [1.0, 3.0], [0, 1], 16, 0.1, 5, progress=False)
+    return T.probe_study(
+        SMALL, [8, 16], [0.05, 0.1], [1.0, 3.0], [0, 1], 16, 0.1, 5, progress=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +172,10 @@ def test_derived_factor_is_one_for_the_derivation_and_rejects_a_non_constant_quo
         T.derived_factor(T.gamma / T.sigma)
     row = claims.judge("04.derivation", stats.Estimate(1.0, 1.0, 1.0, 1))
     assert row["verdict"] == "reproduced"
-    assert claims.judge("04.derivation", stats.Estimate(2.0, 2.0, 2.0, 1))["verdict"] == "not reproduced"
+    assert (
+        claims.judge("04.derivation", stats.Estimate(2.0, 2.0, 2.0, 1))["verdict"]
+        == "not reproduced"
+    )
 
 
 def test_latex_writes_ell_prime_as_the_ell_symbol_and_show_displays_each_equation(monkeypatch):
@@ -174,6 +184,7 @@ def test_latex_writes_ell_prime_as_the_ell_symbol_and_show_displays_each_equatio
     assert r"\ell'_{1}" in T.latex(T.gamma_gradient(3)[0])
     shown = []
     import IPython.display
+
     monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.data))
     T.show({"a": T.gamma**2, "b": T.lp})
     T.show("c", T.sigma)
@@ -182,14 +193,23 @@ def test_latex_writes_ell_prime_as_the_ell_symbol_and_show_displays_each_equatio
 
 def test_term_labels_name_each_parameter_group_in_latex():
     labels = T.term_labels(T.full_update_terms("bn"), "BN")
-    assert list(labels) == [r"\Delta m_{\text{BN}}[w]", r"\Delta m_{\text{BN}}[\gamma]",
-                            r"\Delta m_{\text{BN}}[\beta]", r"\Delta m_{\text{BN}}[a]"]
+    assert list(labels) == [
+        r"\Delta m_{\text{BN}}[w]",
+        r"\Delta m_{\text{BN}}[\gamma]",
+        r"\Delta m_{\text{BN}}[\beta]",
+        r"\Delta m_{\text{BN}}[a]",
+    ]
 
 
 def test_exp_estimate_exponentiates_value_and_bounds():
     e = T.exp_estimate(stats.Estimate(0.0, -1.0, 2.0, 5, 0.9))
-    assert (e.value, e.lo, e.hi, e.n, e.level) == (1.0, pytest.approx(math.exp(-1)),
-                                                   pytest.approx(math.exp(2)), 5, 0.9)
+    assert (e.value, e.lo, e.hi, e.n, e.level) == (
+        1.0,
+        pytest.approx(math.exp(-1)),
+        pytest.approx(math.exp(2)),
+        5,
+        0.9,
+    )
 
 
 def test_probe_study_grid_uses_all_seeds_only_at_the_default_setting(probes):
@@ -207,7 +227,9 @@ def test_probe_study_agreement_is_the_mean_of_run_ratio_estimators(probes):
     assert len(probes.run_ratios) == 4  # 2 seeds x 2 initial |w| at the default setting
     for (ws, s), r in zip(probes.run_keys, probes.run_ratios):
         sel = d & (p["w_scale"] == ws) & (p["seed"] == s)
-        assert r == pytest.approx(p["dm_bn"][sel].sum() / (p["predicted"][sel] * p["dm_twin"][sel]).sum())
+        assert r == pytest.approx(
+            p["dm_bn"][sel].sum() / (p["predicted"][sel] * p["dm_twin"][sel]).sum()
+        )
     assert probes.agreement.value == pytest.approx(np.mean(probes.run_ratios))
     assert probes.agreement.lo <= probes.agreement.value <= probes.agreement.hi
     assert probes.agreement.n == 4
@@ -222,18 +244,28 @@ def test_tiny_step_probes_match_the_full_first_order_prediction(probes):
 
 def test_probe_study_row_fields_and_summary_carry_the_counts(probes):
     f = probes.row_fields()
-    assert f["n_runs"] == 4 and f["n_probes"] == probes.n_probes and f"{probes.n_bad} of" in f["unit"]
+    assert (
+        f["n_runs"] == 4 and f["n_probes"] == probes.n_probes and f"{probes.n_bad} of" in f["unit"]
+    )
     s = probes.summary()
     assert s["ratio_estimator_mean_over_runs"] == probes.agreement.as_dict()
-    assert set(s["run_ratios"]) == {"w_scale=1, seed=0", "w_scale=1, seed=1", "w_scale=3, seed=0",
-                                    "w_scale=3, seed=1"}
+    assert set(s["run_ratios"]) == {
+        "w_scale=1, seed=0",
+        "w_scale=1, seed=1",
+        "w_scale=3, seed=0",
+        "w_scale=3, seed=1",
+    }
 
 
 def test_feedback_factor_gap_splits_exactly_into_gamma_and_sigma_parts(feedback):
     fb = feedback
-    assert fb.factor_gap.value == pytest.approx(fb.factor_gamma.value + fb.factor_sigma.value, abs=1e-5)
+    assert fb.factor_gap.value == pytest.approx(
+        fb.factor_gamma.value + fb.factor_sigma.value, abs=1e-5
+    )
     assert fb.driver == ("gamma" if fb.factor_gamma.value >= fb.factor_sigma.value else "sigma")
-    assert fb.arr("bn", "gamma").shape == (3, SMALL.steps) and fb.arr("none", "test_acc").shape == (3,)
+    assert fb.arr("bn", "gamma").shape == (3, SMALL.steps) and fb.arr("none", "test_acc").shape == (
+        3,
+    )
     assert fb.population_share == pytest.approx(3 / 33)
     assert set(fb.test_acc) == {"bn", "bn_no_outliers", "none"}
     assert all(0 <= a <= 1 for a in fb.test_acc.values())
@@ -247,13 +279,18 @@ def test_feedback_story_says_plainly_when_the_loop_fails(feedback):
     try:
         fb.driver = "sigma"
         text = fb.story("inconclusive")
-        assert ("Gamma is lower with the outliers" if fb.gap_gamma.hi < 0
-                else "Gamma does not grow measurably with the outliers") in text
+        assert (
+            "Gamma is lower with the outliers"
+            if fb.gap_gamma.hi < 0
+            else "Gamma does not grow measurably with the outliers"
+        ) in text
         assert "driven by the batch sigma falling, not by gamma" in text
         assert "does not hold in this toy" in text
         fb.driver = "gamma"
         assert "Consistent with the paper's loop" in fb.story("reproduced")
-        assert ("does not hold" if fb.gap_gamma.hi < 0 else "is not supported") in fb.story("not reproduced")
+        assert ("does not hold" if fb.gap_gamma.hi < 0 else "is not supported") in fb.story(
+            "not reproduced"
+        )
     finally:
         fb.driver = fb_driver
 
@@ -265,7 +302,10 @@ def test_loop_verdict_needs_the_gamma_claim(feedback):
     yes_gamma = claims.judge("04.gamma_feedback.toy", stats.Estimate(0.2, 0.1, 0.3, 3))
     out = T.loop_verdict(rise, no_gamma, feedback)
     assert out["verdict"] == "inconclusive" and "not the paper's loop" in out["magnitude"]
-    assert f"driven by {feedback.driver}" in out["magnitude"] and out["requires_verdict"] == "inconclusive"
+    assert (
+        f"driven by {feedback.driver}" in out["magnitude"]
+        and out["requires_verdict"] == "inconclusive"
+    )
     assert T.loop_verdict(rise, yes_gamma, feedback)["verdict"] == "reproduced"
     flat = claims.judge("04.amplification.toy", stats.Estimate(0.9, 0.7, 1.1, 3))
     assert T.loop_verdict(flat, yes_gamma, feedback)["verdict"] == "inconclusive"
@@ -274,29 +314,40 @@ def test_loop_verdict_needs_the_gamma_claim(feedback):
         T.loop_verdict(rise, other, feedback)
 
 
-@pytest.mark.parametrize("cid, est, verdict", [
-    ("04.simulation", (1.0, 0.85, 1.2), "reproduced"),      # inside [0.8, 1.25]
-    ("04.simulation", (0.82, 0.62, 0.96), "inconclusive"),  # straddles 0.8
-    ("04.simulation", (0.5, 0.4, 0.7), "not reproduced"),   # wholly below the band
-    ("04.most_channels", (0.96, 0.93, 0.98), "reproduced"),
-    ("04.most_channels", (0.36, 0.32, 0.39), "not reproduced"),
-    ("04.most_channels", (0.55, 0.45, 0.65), "inconclusive"),
-    ("04.gamma_noisy_vs_clean", (0.98, 0.976, 0.987), "not reproduced"),
-    ("04.gamma_noisy_vs_clean", (1.12, 1.07, 1.2), "reproduced"),
-    ("04.gamma_noisy_vs_clean", (1.03, 1.01, 1.04), "not reproduced"),  # significant, below 5%
-    ("04.gamma_noisy_vs_clean", (1.04, 1.01, 1.07), "inconclusive"),
-    ("04.amplification.toy", (1.05, 1.02, 1.08), "not reproduced"),     # significant, below 10%
-    ("04.amplification.toy", (16.9, 14.1, 20.1), "reproduced"),
-])
+@pytest.mark.parametrize(
+    "cid, est, verdict",
+    [
+        ("04.simulation", (1.0, 0.85, 1.2), "reproduced"),  # inside [0.8, 1.25]
+        ("04.simulation", (0.82, 0.62, 0.96), "inconclusive"),  # straddles 0.8
+        ("04.simulation", (0.5, 0.4, 0.7), "not reproduced"),  # wholly below the band
+        ("04.most_channels", (0.96, 0.93, 0.98), "reproduced"),
+        ("04.most_channels", (0.36, 0.32, 0.39), "not reproduced"),
+        ("04.most_channels", (0.55, 0.45, 0.65), "inconclusive"),
+        ("04.gamma_noisy_vs_clean", (0.98, 0.976, 0.987), "not reproduced"),
+        ("04.gamma_noisy_vs_clean", (1.12, 1.07, 1.2), "reproduced"),
+        ("04.gamma_noisy_vs_clean", (1.03, 1.01, 1.04), "not reproduced"),  # significant, below 5%
+        ("04.gamma_noisy_vs_clean", (1.04, 1.01, 1.07), "inconclusive"),
+        ("04.amplification.toy", (1.05, 1.02, 1.08), "not reproduced"),  # significant, below 10%
+        ("04.amplification.toy", (16.9, 14.1, 20.1), "reproduced"),
+    ],
+)
 def test_04_claims_keep_their_bands_most_and_minimum_effects(cid, est, verdict):
     assert claims.judge(cid, stats.Estimate(*est, 100), arch="lenet")["verdict"] == verdict
 
 
 def test_channel_fractions_pool_channels_per_layer_and_over_the_network():
-    layers = [{"ratio_running": torch.tensor([0.5, 2.0]), "ratio_batch": torch.tensor([2.0, 3.0]),
-               "gamma": torch.tensor([1.0, 2.0])},
-              {"ratio_running": torch.tensor([1.5, 1.5, 0.1, 3.0]), "ratio_batch": torch.tensor([0.1] * 4),
-               "gamma": torch.tensor([1.0, 1.0, 4.0, 1.0])}]
+    layers = [
+        {
+            "ratio_running": torch.tensor([0.5, 2.0]),
+            "ratio_batch": torch.tensor([2.0, 3.0]),
+            "gamma": torch.tensor([1.0, 2.0]),
+        },
+        {
+            "ratio_running": torch.tensor([1.5, 1.5, 0.1, 3.0]),
+            "ratio_batch": torch.tensor([0.1] * 4),
+            "gamma": torch.tensor([1.0, 1.0, 4.0, 1.0]),
+        },
+    ]
     f = T.channel_fractions(layers)
     assert f["running"] == [0.5, 0.75] and f["batch"] == [1.0, 0.0]
     assert f["all_running"].tolist() == [False, True, True, True, False, True]
@@ -305,10 +356,14 @@ def test_channel_fractions_pool_channels_per_layer_and_over_the_network():
 
 def test_trained_gamma_sigma_reads_a_train_result(tiny_split):
     from bnpaper.train import TrainResult
+
     torch.manual_seed(0)
     model = build_model("lenet", "bn", 1, 4, 28)
-    res = TrainResult({"arch": "lenet", "norm": "bn"}, model.state_dict(),
-                      {"test_acc": [0.25, 0.5], "noisy_acc": [0.0, 0.1]})
+    res = TrainResult(
+        {"arch": "lenet", "norm": "bn"},
+        model.state_dict(),
+        {"test_acc": [0.25, 0.5], "noisy_acc": [0.0, 0.1]},
+    )
     out = T.trained_gamma_sigma(res, tiny_split, batch_size=32, n_batches=2)
     assert (out["test_acc"], out["noisy_acc"]) == (0.5, 0.1)
     assert [l["layer"] for l in out["layers"]] == ["norm1", "norm2", "norm3", "norm4"]
@@ -317,13 +372,18 @@ def test_trained_gamma_sigma_reads_a_train_result(tiny_split):
 
 def test_theory_figures_draw_from_the_studies(probes, feedback):
     import matplotlib
+
     matplotlib.use("Agg")
     from bnpaper import plots
+
     layers = T.gamma_sigma(build_model("lenet", "bn", 1, 10, 28), torch.randn(64, 1, 28, 28), 32, 2)
     nets, fracs = {"lenet": {"layers": layers}}, {"lenet": T.channel_fractions(layers)}
-    figs = [plots.theory_margin_growth(probes, [8, 16], [0.05, 0.1]),
-            plots.theory_gamma_feedback(feedback), plots.theory_gamma_sigma_layers(nets, fracs),
-            plots.theory_fraction_above_one(fracs, 0)]
+    figs = [
+        plots.theory_margin_growth(probes, [8, 16], [0.05, 0.1]),
+        plots.theory_gamma_feedback(feedback),
+        plots.theory_gamma_sigma_layers(nets, fracs),
+        plots.theory_fraction_above_one(fracs, 0),
+    ]
     assert [len(f.axes) for f in figs] == [2, 3, 1, 1]
 
 
@@ -334,8 +394,16 @@ def _layers(gammas, sigmas, sigmas_running=None):
     for i, (g, s) in enumerate(zip(gammas, sigmas)):
         g, s = torch.tensor(g, dtype=torch.float64), torch.tensor(s, dtype=torch.float64)
         sr = s if sigmas_running is None else torch.tensor(sigmas_running[i], dtype=torch.float64)
-        out.append({"layer": f"norm{i + 1}", "gamma": g, "sigma_batch": s, "sigma_running": sr,
-                    "ratio_batch": g / s, "ratio_running": g / sr})
+        out.append(
+            {
+                "layer": f"norm{i + 1}",
+                "gamma": g,
+                "sigma_batch": s,
+                "sigma_running": sr,
+                "ratio_batch": g / s,
+                "ratio_running": g / sr,
+            }
+        )
     return out
 
 
@@ -343,8 +411,8 @@ def test_factor_parts_split_the_log_factor_into_gamma_and_sigma_exactly():
     a = _layers([[2.0, 1.0], [1.0, 1.0, 4.0]], [[0.5, 1.0], [2.0, 1.0, 1.0]])
     b = _layers([[1.0, 1.0], [1.0, 1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0, 1.0]])
     p = T.factor_parts(a, b)
-    assert np.allclose(p["gamma"], [np.log(2), 2 * np.log(4) / 3])          # 2 mean log(ga/gb)
-    assert np.allclose(p["sigma"], [np.log(2), -2 * np.log(2) / 3])         # -2 mean log(sa/sb)
+    assert np.allclose(p["gamma"], [np.log(2), 2 * np.log(4) / 3])  # 2 mean log(ga/gb)
+    assert np.allclose(p["sigma"], [np.log(2), -2 * np.log(2) / 3])  # -2 mean log(sa/sb)
     ratio = lambda L: np.concatenate([(l["gamma"] / l["sigma_batch"]).numpy() ** 2 for l in L])  # noqa: E731
     assert p["all_total"] == pytest.approx(np.mean(np.log(ratio(a) / ratio(b))))
     assert p["all_gamma"] == pytest.approx(2 * (np.log(2) + np.log(4)) / 5)
@@ -353,16 +421,19 @@ def test_factor_parts_split_the_log_factor_into_gamma_and_sigma_exactly():
 
 def test_driver_is_the_part_that_carries_the_change_in_its_direction():
     assert T.driver_of(1.0, 0.2) == "gamma" and T.driver_of(0.2, 1.0) == "sigma"
-    assert T.driver_of(-0.5, 2.0) == "sigma"      # the factor rises through sigma, gamma fell
-    assert T.driver_of(-2.0, 0.5) == "gamma"      # the factor falls, gamma carries the fall
+    assert T.driver_of(-0.5, 2.0) == "sigma"  # the factor rises through sigma, gamma fell
+    assert T.driver_of(-2.0, 0.5) == "gamma"  # the factor falls, gamma carries the fall
     assert list(T.driver_of(np.array([1.0, -1.0]), np.array([0.0, 3.0]))) == ["gamma", "sigma"]
 
 
 def test_initial_model_is_the_model_train_fit_starts_from(tiny_split):
     from bnpaper import train
+
     seen = {}
     cfg = train.TrainConfig(arch="lenet", norm="bn", epochs=1, batch_size=32, seed=3)
-    hook = lambda epoch, m: seen.setdefault(epoch, {k: v.clone() for k, v in m.state_dict().items()})  # noqa: E731
+    hook = lambda epoch, m: seen.setdefault(
+        epoch, {k: v.clone() for k, v in m.state_dict().items()}
+    )  # noqa: E731
     res = train.fit(tiny_split, cfg, on_epoch_end=hook, progress=False)
     init = T.initial_model(res.config, tiny_split).state_dict()
     assert all(torch.equal(init[k], seen[0][k]) for k in init)
@@ -376,10 +447,18 @@ def _study(gamma_clean=0.9):
     for s in range(3):
         eps = 0.01 * s
         init = _layers([[1.0, 1.0], [1.0, 1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0, 1.0]])
-        flip = _layers([[2.0 + eps, 2.0], [1.0, 1.0, 1.0 + eps]], [[1.0, 1.0], [0.5, 0.5, 0.5]],
-                       sigmas_running=[[4.0, 1.0], [0.5, 0.5, 0.5]])
-        clean = _layers([[(2.0 + eps) / gamma_clean, 2.0 / gamma_clean], [1 / gamma_clean] * 2 + [(1.0 + eps) / gamma_clean]],
-                        [[1.0, 1.0], [0.5, 0.5, 0.5]])
+        flip = _layers(
+            [[2.0 + eps, 2.0], [1.0, 1.0, 1.0 + eps]],
+            [[1.0, 1.0], [0.5, 0.5, 0.5]],
+            sigmas_running=[[4.0, 1.0], [0.5, 0.5, 0.5]],
+        )
+        clean = _layers(
+            [
+                [(2.0 + eps) / gamma_clean, 2.0 / gamma_clean],
+                [1 / gamma_clean] * 2 + [(1.0 + eps) / gamma_clean],
+            ],
+            [[1.0, 1.0], [0.5, 0.5, 0.5]],
+        )
         nets["lenet", "flip", s] = {"layers": flip, "init_layers": init, "test_acc": 0.8 + eps}
         nets["lenet", "none", s] = {"layers": clean, "init_layers": init, "test_acc": 0.85}
     return T.TrainedStudy(nets, ["lenet"], [0, 1, 2])
@@ -388,14 +467,19 @@ def _study(gamma_clean=0.9):
 def test_trained_study_judges_most_channels_over_networks_not_channels():
     st = _study()
     per_layer, pooled = st.shares("lenet")
-    assert per_layer.tolist() == [[0.5, 1.0]] * 3 and np.allclose(pooled, 4 / 5)  # |gamma|/sigma_run
+    assert per_layer.tolist() == [[0.5, 1.0]] * 3 and np.allclose(
+        pooled, 4 / 5
+    )  # |gamma|/sigma_run
     e = st.most_channels("lenet")
-    assert e.n == 3 and e.value == pytest.approx(0.8)         # n counts networks, not 5 x 3 channels
+    assert e.n == 3 and e.value == pytest.approx(0.8)  # n counts networks, not 5 x 3 channels
     fields = st.most_fields("lenet", e)
     assert "over 3 networks" in fields["unit"] and fields["n_channels"] == 5
     assert claims.judge("04.most_channels", e, arch="lenet")["verdict"] == "reproduced"
-    one = T.TrainedStudy(st.nets, ["lenet"], [0])    # one network: no interval over networks
-    assert claims.judge("04.most_channels", one.most_channels("lenet"), arch="lenet")["verdict"] == "inconclusive"
+    one = T.TrainedStudy(st.nets, ["lenet"], [0])  # one network: no interval over networks
+    assert (
+        claims.judge("04.most_channels", one.most_channels("lenet"), arch="lenet")["verdict"]
+        == "inconclusive"
+    )
     assert st.test_acc("lenet") == pytest.approx(0.81)
 
 
@@ -405,31 +489,52 @@ def test_trained_study_says_which_part_drives_each_layer_with_seed_counts():
     assert [r["layer"] for r in init] == ["norm1", "norm2", "all channels"]
     assert [r["driver"] for r in init] == ["gamma", "sigma", "sigma"]
     assert init[1]["sigma"].value == pytest.approx(2 * np.log(2)) and init[1]["agree"] == 3
-    assert init[0]["gamma"].n == 3 and init[0]["gamma"].lo < init[0]["gamma"].value < init[0]["gamma"].hi
+    assert (
+        init[0]["gamma"].n == 3
+        and init[0]["gamma"].lo < init[0]["gamma"].value < init[0]["gamma"].hi
+    )
     t = st.table("init")
-    assert list(t["driven by"]) == ["gamma", "sigma", "sigma"] and list(t["seeds agreeing"]) == ["3/3"] * 3
+    assert (
+        list(t["driven by"]) == ["gamma", "sigma", "sigma"]
+        and list(t["seeds agreeing"]) == ["3/3"] * 3
+    )
 
 
 def test_trained_study_gamma_ratio_and_story_say_when_outliers_do_not_raise_gamma():
     st = _study(gamma_clean=0.9)
     g = st.gamma_ratio("lenet")
     assert g.value == pytest.approx(0.9) and g.n == 3
-    row = claims.judge("04.gamma_noisy_vs_clean", stats.Estimate(g.value, 0.88, 0.92, 3), arch="lenet")
+    row = claims.judge(
+        "04.gamma_noisy_vs_clean", stats.Estimate(g.value, 0.88, 0.92, 3), arch="lenet"
+    )
     assert row["verdict"] == "not reproduced"
     f = st.gamma_fields("lenet", g, 0.1)
     assert f["factor_ratio_from_gamma"] == pytest.approx(0.81) and f["driver"] == "gamma"
     text = st.story()
-    assert "(lower with flipped labels)" in text and "against the paper's positive-feedback loop" in text
-    assert "sigma drives the change in 1 of them" in text and "rises in 2 and falls in 0 of 2 BN layers" in text
+    assert (
+        "(lower with flipped labels)" in text
+        and "against the paper's positive-feedback loop" in text
+    )
+    assert (
+        "sigma drives the change in 1 of them" in text
+        and "rises in 2 and falls in 0 of 2 BN layers" in text
+    )
     higher = _study(gamma_clean=1.2).story().split("\n")[1]
     assert "(higher with flipped labels)" in higher and "against" not in higher
-    assert set(st.summary()["lenet"]) >= {"layers", "share_above_one", "log_factor_init", "log_factor_clean"}
+    assert set(st.summary()["lenet"]) >= {
+        "layers",
+        "share_above_one",
+        "log_factor_init",
+        "log_factor_clean",
+    }
 
 
 def test_trained_study_figures_draw_both_comparisons():
     import matplotlib
+
     matplotlib.use("Agg")
     from bnpaper import plots
+
     st = _study()
     fig = plots.theory_factor_drivers(st)
     assert len(fig.axes) == 2 and plots.audit(fig) == []

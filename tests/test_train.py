@@ -43,12 +43,17 @@ def test_history_records_memorization_and_test_accuracy():
 
 def test_rare_test_acc_is_the_accuracy_on_the_marked_test_samples():
     from dataclasses import replace
+
     sp = _toy_split(noise=0.0)
     sp = replace(sp, test_mask=sp.y_test == 2)
     res = train.fit(sp, train.TrainConfig(epochs=1, batch_size=32, lr=0.05), progress=False)
     m = res.model(1, 4, 28)
     xt = data.normalize(sp.x_test, sp.mean, sp.std)
-    hits = [int(m(xt[i:i + 1]).argmax()) == int(sp.y_test[i]) for i in range(len(xt)) if sp.test_mask[i]]
+    hits = [
+        int(m(xt[i : i + 1]).argmax()) == int(sp.y_test[i])
+        for i in range(len(xt))
+        if sp.test_mask[i]
+    ]
     assert res.history["rare_test_acc"][-1] == pytest.approx(sum(hits) / len(hits), abs=1e-12)
     no_group = train.fit(_toy_split(), train.TrainConfig(epochs=1, batch_size=32), progress=False)
     assert all(math.isnan(v) for v in no_group.history["rare_test_acc"])
@@ -66,6 +71,7 @@ def test_resume_from_checkpoint_gives_identical_result(tmp_path):
     def kill_after_two(epoch, model):
         if epoch == 3:
             raise Stop
+
     with pytest.raises(Stop):
         train.fit(sp, cfg, checkpoint=ckpt, on_epoch_end=kill_after_two, progress=False)
     assert torch.load(ckpt, weights_only=False)["epoch"] == 2
@@ -97,9 +103,15 @@ def test_crop_flip_moves_pixels_without_changing_values():
     assert vals <= set(x.flatten().tolist()) and len(vals) >= 2 * 6 * 6
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("epochs", 0, r"epochs=0 is out of range"), ("lr", -1.0, r"lr=-1.0 is out of range"),
-    ("norm", "batch", r"norm='batch' is not allowed"), ("schedule", "linear", r"schedule=")])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("epochs", 0, r"epochs=0 is out of range"),
+        ("lr", -1.0, r"lr=-1.0 is out of range"),
+        ("norm", "batch", r"norm='batch' is not allowed"),
+        ("schedule", "linear", r"schedule="),
+    ],
+)
 def test_bad_train_config_is_rejected(field, value, match):
     with pytest.raises(ConfigError, match=match):
         train.TrainConfig(**{field: value})
