@@ -1,17 +1,20 @@
 """The paper's claims (`claims.yaml`: words, number, test) and the verdict rules.
 
-`judge(claim_id, estimate, ...)` returns one row of the "paper says / we measured / verdict"
-table: the verdict follows the claim's test, says how the magnitude compares with the paper's
-where the paper gives one, and turns a "reproduced" into "inconclusive" when clean accuracy
-confounds it.
+`judge(claim_id, estimate, ...)` returns one `Verdict`, a row of the "paper says / we measured /
+verdict" table: the verdict follows the claim's test (one entry of `TESTS` per kind), says how
+the magnitude compares with the paper's where the paper gives one, and turns a "reproduced" into
+"inconclusive" when clean accuracy confounds it. `holm` corrects a run's rows for multiple
+testing; `Verdict.line` prints a row, the one way every notebook prints it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
@@ -19,26 +22,81 @@ from .config import ConfigError
 from .stats import Estimate
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
-TESTS = ("direction", "at_least", "within", "more_than_half", "exact")
 VERDICTS = ("reproduced", "not reproduced", "inconclusive")
 
 
+# ---------------------------------------------------------------- the kinds of test
+def _interval_test(x: float, lo: float, hi: float) -> str:
+    """Above `x` (strictly: an interval that only touches x proves nothing), below, or neither."""
+    if lo > x:
+        return "reproduced"
+    return "not reproduced" if hi < x else "inconclusive"
+
+
+def _direction(c: dict, est: Estimate) -> str:
+    m = float(c["min_effect"])
+    if est.lo > 0 and est.value >= m:
+        return "reproduced"
+    return "not reproduced" if est.hi < m else "inconclusive"
+
+
+def _within(c: dict, est: Estimate) -> str:
+    a, b = map(float, c["band"])
+    if a <= est.lo and est.hi <= b:
+        return "reproduced"
+    return "not reproduced" if est.hi < a or est.lo > b else "inconclusive"
+
+
+def _exact(c: dict, est: Estimate) -> str:
+    same = math.isclose(est.value, c["threshold"], abs_tol=1e-12)
+    return "reproduced" if same else "not reproduced"
+
+
+def _within_p(c: dict, est: Estimate) -> float:
+    a, b = map(float, c["band"])
+    return max(est.p_above(a), est.p_below(b))  # TOST: the larger of the two one-sided tests
+
+
+@dataclass(frozen=True)
+class TestKind:
+    """One kind of claim test: the claim field it needs, its verdict and its one-sided p-value
+    (H0 "the claim fails"; None for an exact identity)."""
+
+    needs: str | None
+    verdict: Callable[[dict, Estimate], str]
+    p_value: Callable[[dict, Estimate], float | None]
+    needs_interval: bool = True
+
+
+TESTS: dict[str, TestKind] = {
+    "direction": TestKind("min_effect", _direction, lambda c, est: est.p_above(0.0)),
+    "at_least": TestKind(
+        "threshold",
+        lambda c, est: _interval_test(float(c["threshold"]), est.lo, est.hi),
+        lambda c, est: est.p_above(float(c["threshold"])),
+    ),
+    "more_than_half": TestKind(
+        None,
+        lambda c, est: _interval_test(0.5, est.lo, est.hi),
+        lambda c, est: est.p_above(0.5),
+    ),
+    "within": TestKind("band", _within, _within_p),
+    "exact": TestKind("threshold", _exact, lambda c, est: None, needs_interval=False),
+}
+
+
+# ---------------------------------------------------------------- the claims file
 @functools.lru_cache(maxsize=None)
 def _load(path: str = str(CLAIMS_FILE)) -> dict:
     doc = yaml.safe_load(Path(path).read_text())
     for cid, c in doc["claims"].items():
-        if c.get("test") not in TESTS:
+        kind = TESTS.get(c.get("test"))
+        if kind is None:
             raise ConfigError(
                 f"{path}: claim {cid} has test={c.get('test')!r}; allowed: {list(TESTS)}"
             )
-        need = {
-            "at_least": "threshold",
-            "exact": "threshold",
-            "within": "band",
-            "direction": "min_effect",
-        }.get(c["test"])
-        if need and need not in c:
-            raise ConfigError(f"{path}: claim {cid} (test {c['test']}) needs {need!r}")
+        if kind.needs and kind.needs not in c:
+            raise ConfigError(f"{path}: claim {cid} (test {c['test']}) needs {kind.needs!r}")
     return doc
 
 
@@ -61,6 +119,10 @@ def setting(name: str, section: str) -> Any:
 def acc_tolerance(section: str) -> float:
     """The clean-accuracy tolerance of a notebook's verdicts ('01'..'05')."""
     return float(_load()["settings"]["acc_tolerance"][section])
+
+
+def _min_learned() -> float:
+    return float(_load()["settings"]["min_learned"])
 
 
 def chance_level(dataset: Any) -> float | None:
@@ -97,33 +159,25 @@ def lira_claim_id(mix: float, group: str) -> str:
         return "03.auc.outliers"
     known = {0.0: "03.auc.mix0.all", 0.01: "03.auc.mix1.all", 0.05: "03.auc.mix5.all"}
     return next(
-        (cid for m, cid in known.items() if math.isclose(mix, m, abs_tol=1e-9)), "03.auc.other.all"
+        (cid for m, cid in known.items() if math.isclose(mix, m, abs_tol=1e-9)),
+        "03.auc.other.all",
     )
 
 
+# ---------------------------------------------------------------- the verdict of one claim
 def test_verdict(c: dict, est: Estimate) -> str:
     """The verdict of the claim's test alone (no confound)."""
-    lo, hi, v = est.lo, est.hi, est.value
-    if not (math.isfinite(lo) and math.isfinite(hi)) and c["test"] != "exact":
+    kind = TESTS[c["test"]]
+    if kind.needs_interval and not (math.isfinite(est.lo) and math.isfinite(est.hi)):
         return "inconclusive"  # no interval (a single seed): nothing to sign
-    t = c["test"]
-    if t == "exact":
-        return "reproduced" if math.isclose(v, c["threshold"], abs_tol=1e-12) else "not reproduced"
-    if t == "direction":
-        m = float(c["min_effect"])
-        if lo > 0 and v >= m:
-            return "reproduced"
-        return "not reproduced" if hi < m else "inconclusive"
-    x = 0.5 if t == "more_than_half" else None
-    if t == "at_least" or x is not None:
-        x = float(c["threshold"]) if x is None else x
-        if lo > x:  # strict: an interval that only touches X (a ratio of exactly 1) proves nothing
-            return "reproduced"
-        return "not reproduced" if hi < x else "inconclusive"
-    a, b = map(float, c["band"])  # within
-    if a <= lo and hi <= b:
-        return "reproduced"
-    return "not reproduced" if hi < a or lo > b else "inconclusive"
+    return kind.verdict(c, est)
+
+
+def p_value(c: dict, est: Estimate) -> float | None:
+    """The one-sided p-value of the claim's test, H0 "the claim fails": the effect is at most 0
+    (direction), at most the threshold (at_least), at most 0.5 (more_than_half), outside the
+    band (within: the larger of the two one-sided tests, TOST). None for an exact identity."""
+    return TESTS[c["test"]].p_value(c, est)
 
 
 def magnitude(c: dict, est: Estimate) -> str:
@@ -140,8 +194,134 @@ def magnitude(c: dict, est: Estimate) -> str:
     return f"within the paper's {paper}"
 
 
-def _min_learned() -> float:
-    return float(_load()["settings"]["min_learned"])
+def _joined(*notes: str) -> str:
+    return "; ".join(x for x in notes if x)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One row of the "paper says / we measured / verdict" table. `fields`: what the notebook
+    adds (unit, clean_test_acc, dataset, budget, the case...); `p_holm`, `family_size`: set by
+    `holm`. `as_dict()` is the row as results.json stores it."""
+
+    id: str
+    claim: str
+    paper: str
+    test: str
+    measured: float
+    lo: float
+    hi: float
+    n: int
+    verdict: str
+    magnitude: str
+    p: float | None
+    family: str
+    fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    p_holm: float | None = None
+    family_size: int | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        """A row field by name, as in results.json (`row["verdict"]`, `row["clean_test_acc"]`)."""
+        row = self.as_dict()
+        if key not in row:
+            raise KeyError(key)
+        return row[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.as_dict().get(key, default)
+
+    def as_dict(self) -> dict:
+        """The row as results.json stores it: the claim's fields, then the notebook's."""
+        row = {
+            "id": self.id,
+            "claim": self.claim,
+            "paper": self.paper,
+            "test": self.test,
+            "measured": self.measured,
+            "lo": self.lo,
+            "hi": self.hi,
+            "n": self.n,
+            "verdict": self.verdict,
+            "magnitude": self.magnitude,
+            "p": self.p,
+            "family": self.family,
+        }
+        row.update(self.fields)
+        if self.family_size is not None:
+            row["p_holm"], row["family_size"] = self.p_holm, self.family_size
+        return row
+
+    def with_verdict(self, verdict: str, why: str = "") -> Verdict:
+        """The same row with another verdict, `why` added to its note."""
+        return dataclasses.replace(self, verdict=verdict, magnitude=_joined(self.magnitude, why))
+
+    def line(self) -> str:
+        """The row as one line of text: claim, paper, estimate with its interval and unit,
+        verdict with its note, and the clean test accuracies it was read beside."""
+        unit = str(self.fields.get("unit", "")).split(";")[0]
+        if math.isfinite(self.measured):
+            est = f"{_num(self.measured)} [{_num(self.lo)}, {_num(self.hi)}]"
+        else:
+            est = "no estimate"
+        verdict = f"{self.verdict} ({self.magnitude})" if self.magnitude else self.verdict
+        text = f"- {self.claim}: paper {self.paper}; measured {est} {unit} -> {verdict}"
+        acc = self.fields.get("clean_test_acc")
+        if isinstance(acc, Mapping) and acc:
+            from .plots import label
+
+            accs = ", ".join(f"{label(k)} {_acc(v)}" for k, v in acc.items())
+            text += f"; clean test accuracy {accs}"
+        return text
+
+
+def _num(x: float) -> str:
+    return f"{x:+.3g}" if math.isfinite(x) else "n/a"
+
+
+def _acc(x: Any) -> str:
+    return f"{x:.2f}" if isinstance(x, (int, float)) else str(x)
+
+
+def show(rows: Iterable[Verdict]) -> None:
+    """Print verdict rows, one line each."""
+    for row in rows:
+        print(row.line())
+
+
+def _confounded(
+    c: dict, verdict: str, note: str, section: str, acc_gap: float | None, compared, fields
+) -> tuple[str, str]:
+    """The verdict and note once the claim's confound rule (`confound:` in claims.yaml) has
+    been applied to the clean accuracies the row was read beside."""
+    conf = c.get("confound")
+    tol = acc_tolerance(section)
+    if conf == "reach":
+        if acc_gap is None or abs(acc_gap) <= tol:
+            return verdict, note
+        # a comparison at equal accuracy the frontier cannot make, whichever way the test went
+        if acc_gap > 0:
+            what = "the regularizer never reaches the compared model's clean accuracy: short by"
+        else:
+            what = "the compared model is less accurate than every regularizer setting, by"
+        return "inconclusive", _joined(note, f"{what} {abs(acc_gap):.3f} > {tol:g}")
+    if conf == "bn_vs_other":
+        low, floor = near_chance(fields.get("clean_test_acc"), fields.get("dataset"), compared)
+        if low:
+            # a model that did not learn carries no evidence either way
+            names = ", ".join(f"{n} {a:.3f}" for n, a in low.items())
+            why = (
+                f"did not learn ({names}: less than {_min_learned():g} of the best compared "
+                f"model's accuracy above chance, floor {floor:.3f}); it carries no evidence "
+                "either way"
+            )
+            return "inconclusive", _joined(note, why)
+    if conf and verdict == "reproduced" and acc_gap is not None and acc_gap > tol:
+        if conf == "bn_vs_other":
+            what = "its clean test accuracy is higher than the compared model's by"
+        else:
+            what = "the mitigation costs"
+        return "inconclusive", _joined(note, f"{what} {acc_gap:.3f} > {tol:g} clean accuracy")
+    return verdict, note
 
 
 def judge(
@@ -151,116 +331,62 @@ def judge(
     acc_gap: float | None = None,
     compared: tuple[str, ...] = ("bn", "none"),
     **fields: Any,
-) -> dict:
+) -> Verdict:
     """One verdict row. `acc_gap`: for a 'bn_vs_other' claim, BN's clean test accuracy minus the
     other model's; for a 'cost' claim, the accuracy the mitigation costs (baseline minus
     mitigated); for a 'reach' claim (a comparison at equal accuracy), the compared model's
     accuracy minus the regularizer's at the point read (either sign beyond the tolerance makes
-    the row inconclusive: the two were not compared at equal accuracy). `compared`: the models of
-    `clean_test_acc` a 'bn_vs_other' row compares (default BN and no-BN; a control row names its
-    control): if one of them did not learn (`near_chance`), the row is inconclusive. `fields` (unit, clean_test_acc, dataset, ...) are copied into the row; string
-    fields of the claim are formatted with them (e.g. {mix}, {arch})."""
+    the row inconclusive). `compared`: the models of `clean_test_acc` a 'bn_vs_other' row
+    compares (default BN and no-BN; a control row names its control): if one of them did not
+    learn (`near_chance`), the row is inconclusive. `fields` (unit, clean_test_acc, dataset, ...)
+    are kept in the row; string fields of the claim are formatted with them (e.g. {mix})."""
     c = claim(claim_id)
     section = section or claim_id.split(".")[0]
-    verdict = test_verdict(c, est)
-    note = magnitude(c, est)
-    conf = c.get("confound")
-    if conf == "reach" and acc_gap is not None and abs(acc_gap) > acc_tolerance(section):
-        # a comparison at equal accuracy that the frontier cannot make: it is inconclusive
-        # whichever way the test went
-        tol = acc_tolerance(section)
-        verdict = "inconclusive"
-        what = (
-            "the regularizer never reaches the compared model's clean accuracy: short by"
-            if acc_gap > 0
-            else "the compared model is less accurate than every regularizer setting, by"
-        )
-        note = "; ".join(x for x in (note, f"{what} {abs(acc_gap):.3f} > {tol:g}") if x)
-    elif (
-        conf == "bn_vs_other"
-        and (low := near_chance(fields.get("clean_test_acc"), fields.get("dataset"), compared))[0]
-    ):
-        # a model that did not learn carries no evidence either way, whichever way the test went
-        verdict = "inconclusive"
-        names = ", ".join(f"{n} {a:.3f}" for n, a in low[0].items())
-        note = "; ".join(
-            x
-            for x in (
-                note,
-                f"did not learn ({names}: less than {_min_learned():g} of the best "
-                f"compared model's accuracy above chance, floor {low[1]:.3f}); "
-                "it carries no evidence either way",
-            )
-            if x
-        )
-    elif conf and conf != "reach" and verdict == "reproduced" and acc_gap is not None:
-        tol = acc_tolerance(section)
-        if acc_gap > tol:
-            verdict = "inconclusive"
-            what = (
-                "its clean test accuracy is higher than the compared model's by"
-                if conf == "bn_vs_other"
-                else "the mitigation costs"
-            )
-            note = "; ".join(
-                x for x in (note, f"{what} {acc_gap:.3f} > {tol:g} clean accuracy") if x
-            )
+    verdict, note = _confounded(
+        c, test_verdict(c, est), magnitude(c, est), section, acc_gap, compared, fields
+    )
     fmt = {k: v for k, v in fields.items() if isinstance(v, (str, int, float))}
-    row = {
-        "id": claim_id,
-        "claim": c["words"].format(**fmt),
-        "paper": c["paper"].format(**fmt),
-        "test": c["test"],
-        "measured": est.value,
-        "lo": est.lo,
-        "hi": est.hi,
-        "n": est.n,
-        "verdict": verdict,
-        "magnitude": note,
-        "p": p_value(c, est),
-        "family": c.get("family", "paper"),
-    }
-    row.update(fields)
-    return row
-
-
-def p_value(c: dict, est: Estimate) -> float | None:
-    """The one-sided p-value of the claim's test, H0 "the claim fails": the effect is at most 0
-    (direction), at most the threshold (at_least), at most 0.5 (more_than_half), outside the
-    band (within: the larger of the two one-sided tests, TOST). None for an exact identity."""
-    t = c["test"]
-    if t == "exact":
-        return None
-    if t == "within":
-        a, b = map(float, c["band"])
-        return max(est.p_above(a), est.p_below(b))
-    return est.p_above({"direction": 0.0, "more_than_half": 0.5}.get(t, c.get("threshold", 0.0)))
+    return Verdict(
+        id=claim_id,
+        claim=c["words"].format(**fmt),
+        paper=c["paper"].format(**fmt),
+        test=c["test"],
+        measured=est.value,
+        lo=est.lo,
+        hi=est.hi,
+        n=est.n,
+        verdict=verdict,
+        magnitude=note,
+        p=p_value(c, est),
+        family=c.get("family", "paper"),
+        fields=dict(fields),
+    )
 
 
 HOLM_ALPHA = 0.025  # one-sided; a family of one keeps the 95% interval's rule
 
 
-def holm(rows: list[dict], alpha: float = HOLM_ALPHA) -> list[dict]:
-    """Holm's step-down correction over each family of verdict rows of one notebook run (the
-    paper's claims; the exploratory questions apart), in place: each statistical row gets
-    `p_holm` and `family_size`; a "reproduced" whose adjusted p-value is not below `alpha`
-    becomes "inconclusive", and says so. Rows without a p-value (exact identities, no interval)
-    are not part of a family."""
-    tested = [r for r in rows if r.get("p") is not None and math.isfinite(r["p"])]
-    for family in dict.fromkeys(r.get("family", "paper") for r in tested):
-        members = sorted(
-            (r for r in tested if r.get("family", "paper") == family), key=lambda r: r["p"]
-        )
+def holm(rows: Iterable[Verdict], alpha: float = HOLM_ALPHA) -> list[Verdict]:
+    """The rows after Holm's step-down correction over each family of one notebook run (the
+    paper's claims; the exploratory questions apart): each statistical row gets `p_holm` and
+    `family_size`; a "reproduced" whose adjusted p-value is not below `alpha` becomes
+    "inconclusive", and says so. Rows without a p-value (exact identities, no interval) are not
+    part of a family. Correcting corrected rows changes nothing."""
+    rows = list(rows)
+    tested = [i for i, r in enumerate(rows) if r.p is not None and math.isfinite(r.p)]
+    for family in dict.fromkeys(rows[i].family for i in tested):
+        members = sorted((i for i in tested if rows[i].family == family), key=lambda i: rows[i].p)
         m, running = len(members), 0.0
-        for i, r in enumerate(members):
-            running = max(running, min(1.0, (m - i) * r["p"]))
-            r["p_holm"], r["family_size"] = running, m
-            if r["verdict"] == "reproduced" and running >= alpha:
-                r["verdict"] = "inconclusive"
+        for rank, i in enumerate(members):
+            r = rows[i]
+            running = max(running, min(1.0, (m - rank) * r.p))
+            r = dataclasses.replace(r, p_holm=running, family_size=m)
+            if r.verdict == "reproduced" and running >= alpha:
                 what = "claims" if family == "paper" else f"{family} rows"
                 why = (
                     f"not significant after Holm's correction over the {m} {what} of this run "
-                    f"(p = {r['p']:.2g}, adjusted {running:.2g})"
+                    f"(p = {r.p:.2g}, adjusted {running:.2g})"
                 )
-                r["magnitude"] = "; ".join(x for x in (r.get("magnitude"), why) if x)
+                r = r.with_verdict("inconclusive", why)
+            rows[i] = r
     return rows

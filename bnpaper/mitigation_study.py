@@ -484,7 +484,7 @@ def frontier_points(
     chosen_mem: Sequence[float],
     chosen_label: str,
 ) -> tuple[list, list, dict]:
-    """The points of `plots.frontier_panel`: mean and 95% t interval over seeds of clean
+    """The points of `plot_mitigation.frontier_panel`: mean and 95% t interval over seeds of clean
     accuracy (x) and memorization (y) of every frontier point, every alternative and the chosen
     setting."""
     pts = [

@@ -61,13 +61,13 @@ class Run:
 
     def save(self, results: dict) -> None:
         """Write results/<notebook>/<label>/results.json with the parameters. Its verdict rows
-        ("claims") are one family: they are corrected for multiple testing (Holm) here, in place,
-        so that what the notebook prints afterwards is the corrected verdict."""
+        ("claims") are stored as `claims.holm` corrected them (correcting them again here
+        changes nothing)."""
         from .claims import holm
         from .store import save_results
 
         if results.get("claims"):
-            holm(results["claims"])
+            results = {**results, "claims": [r.as_dict() for r in holm(results["claims"])]}
         save_results(
             self.notebook,
             self.label,

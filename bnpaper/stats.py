@@ -49,9 +49,6 @@ class Estimate:
         flipped = Estimate(-self.value, -self.hi, -self.lo, self.n, self.level, self.se, self.df)
         return flipped.p_above(-null)
 
-    def excludes_zero(self) -> bool:
-        return self.lo > 0 or self.hi < 0
-
     def fmt(self, digits: int = 3, scale: float = 1.0) -> str:
         v, lo, hi = (round(x * scale, digits) for x in (self.value, self.lo, self.hi))
         return f"{v:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"

@@ -26,6 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .claims import Verdict
 from .stats import Estimate, bootstrap_mean, t_mean, t_paired_diff
 
 # ---------------------------------------------------------------- symbols
@@ -809,24 +810,24 @@ def feedback_study(
     return FeedbackStudy(runs, list(seeds), min(n_last, base.steps))
 
 
-def loop_verdict(row: dict, gamma_row: dict, fb: FeedbackStudy) -> dict:
+def loop_verdict(row: Verdict, gamma_row: Verdict, fb: FeedbackStudy) -> Verdict:
     """The paper's loop runs *through gamma*: a rise of (gamma/sigma)^2 with outliers counts as
     "reproduced" only when the claim it requires (claims.yaml `requires`: gamma grows with
     outliers) is reproduced too; a rise carried by the batch sigma is "inconclusive". The row
     says which of gamma and sigma drove the factor."""
     from .claims import claim
 
-    need = claim(row["id"]).get("requires")
-    if need is not None and need != gamma_row["id"]:
-        raise ValueError(f"{row['id']} requires {need}, got the row of {gamma_row['id']}")
+    need = claim(row.id).get("requires")
+    if need is not None and need != gamma_row.id:
+        raise ValueError(f"{row.id} requires {need}, got the row of {gamma_row.id}")
     g, s = math.exp(fb.factor_gamma.value), math.exp(fb.factor_sigma.value)
     note = f"driven by {fb.driver}: x{g:.2f} from gamma times x{s:.2f} from sigma"
-    out = {**row, "driver": fb.driver, "requires_verdict": gamma_row["verdict"]}
-    if row["verdict"] == "reproduced" and gamma_row["verdict"] != "reproduced":
-        out["verdict"] = "inconclusive"
+    verdict = row.verdict
+    if row.verdict == "reproduced" and gamma_row.verdict != "reproduced":
+        verdict = "inconclusive"
         note += "; gamma did not grow with outliers, so the rise is not the paper's loop"
-    out["magnitude"] = "; ".join(x for x in (row.get("magnitude"), note) if x)
-    return out
+    fields = {**row.fields, "driver": fb.driver, "requires_verdict": gamma_row.verdict}
+    return replace(row, fields=fields).with_verdict(verdict, note)
 
 
 # ---------------------------------------------------------------- trained networks (notebook 04)
@@ -1015,7 +1016,7 @@ class TrainedStudy:
 
     def first_network(self) -> tuple[dict, dict]:
         """The first seed's flipped-label network per architecture and its `channel_fractions`
-        (the arguments of `plots.theory_gamma_sigma_layers`)."""
+        (the arguments of `plot_theory.gamma_sigma_layers`)."""
         nets = {a: self.nets[a, "flip", self.seeds[0]] for a in self.archs}
         return nets, {a: channel_fractions(n["layers"]) for a, n in nets.items()}
 

@@ -88,7 +88,7 @@ run = notebook.start(globals(), "01_forced_memorization")  # noqa: E702
 import numpy as np
 from IPython.display import Markdown, display
 
-from bnpaper import data, memorization, plots, train, units
+from bnpaper import claims, data, memorization, plot_memorization, plots, train, units
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
@@ -138,7 +138,7 @@ print(f"{len(runs)} models ready")
 # Mean over seeds, band = min..max, each model's final clean test accuracy in the legend.
 
 # %%
-fig = plots.memorization_figure(
+fig = plot_memorization.memorization_figure(
     ep,
     {c: {n: R.mem(c, n) for n in norms} for c in corruption},
     {c: {n: name(c, n) for n in norms} for c in corruption},
@@ -155,7 +155,7 @@ run.figure(fig, "memorization_curves")
 
 # %%
 if "rare" in corruption:
-    fig = plots.rare_members_figure(
+    fig = plot_memorization.rare_members_figure(
         ep,
         {
             f"{plots.label(n)}: final gap {R.mem('rare', n)[:, -1].mean():+.3f}": (
@@ -233,7 +233,7 @@ run.figure(fig, "test_accuracy")
 # how much of the atypical subset has each model memorized? That is the price of the speed.
 
 # %%
-fig = plots.typical_figure(
+fig = plot_memorization.typical_figure(
     ep,
     {c: {n: R.curves(c, n, "clean_acc") for n in norms} for c in corruption},
     {c: {n: R.mem(c, n) for n in norms} for c in corruption},
@@ -252,7 +252,7 @@ run.figure(fig, "typical_speed")
 
 # %%
 if set(memorization.CONTROLS) & set(norms):
-    fig = plots.controls_figure(
+    fig = plot_memorization.controls_figure(
         {c: {n: R.mem(c, n)[:, -1] for n in norms} for c in corruption}, acc, TITLE
     )
     run.figure(fig, "controls")
@@ -285,6 +285,7 @@ display(Markdown(memorization.table(summary, clean_level)))
 
 # %%
 rows = memorization.verdict_rows(R, corruption, norms, clean_level, dataset=dataset, budget=budget)
+rows = claims.holm(rows)  # Holm's correction within each family of this run's rows
 run.save(
     {
         "summary": summary,

@@ -84,7 +84,7 @@ run = notebook.start(globals(), "02_gradient_dynamics")  # noqa: E702
 # NBVAL_IGNORE_OUTPUT
 import matplotlib.pyplot as plt
 
-from bnpaper import claims, data, plots, probes, stats, train, units
+from bnpaper import claims, data, plot_gradients, plots, probes, stats, train, units
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
@@ -141,7 +141,7 @@ cells = {
     for i, n in enumerate(norms)
     for j, e in enumerate(show)
 }
-plots.grad_norm_histograms(
+plot_gradients.grad_norm_histograms(
     axes, cells, [plots.color(n) for n in norms], "per-sample gradient l2 norm (log scale)"
 )
 fig.suptitle(f"{MODE['batch']}, {len(seeds)} seeds pooled", fontsize=10)
@@ -157,7 +157,7 @@ run.figure(fig, "norm_histograms")
 fig, axes = plots.panels(2, 4.6, 3.6)
 for ax, mode in zip(axes, ("batch", "eval")):
     m = {n: probes.medians(H[n], mode) for n in norms}
-    plots.probe_curves(
+    plot_gradients.probe_curves(
         ax,
         ep,
         {
@@ -186,7 +186,7 @@ run.figure(fig, "median_norms")
 fig, axes = plots.panels(3, 3.7, 3.4)
 axes[1].sharey(axes[0])
 for ax, mode in zip(axes, ("batch", "eval")):
-    plots.probe_curves(
+    plot_gradients.probe_curves(
         ax,
         ep,
         {name[n]: (probes.medians(H[n], mode).ratio, plots.color(n), "-", "o") for n in norms},
@@ -196,7 +196,7 @@ for ax, mode in zip(axes, ("batch", "eval")):
         title=MODE[mode], xlabel="epoch", ylabel="median noisy / median clean norm", yscale="log"
     )
 plots.plain_log_axis(axes[0])
-plots.probe_curves(
+plot_gradients.probe_curves(
     axes[2],
     ep,
     {name[n]: (probes.medians(H[n], "eval").share, plots.color(n), "-", "o") for n in norms},
@@ -238,7 +238,7 @@ for n in bn_like:
             mk,
         )
 for ax, cur in zip(axes, (left, right)):
-    plots.probe_curves(ax, ep, cur)
+    plot_gradients.probe_curves(ax, ep, cur)
 axes[0].axhline(1.0, color="grey", lw=0.8, ls=":", label="held fixed = exact (ratio 1)")
 axes[0].set(
     xlabel="epoch",
@@ -266,7 +266,7 @@ run.figure(fig, "fixed_statistics")
 
 # %%
 fig, axes = plots.panels(len(norms), 3.8, 3.4)
-plots.group_ratio_panels(
+plot_gradients.group_ratio_panels(
     axes,
     ep,
     {name[n]: {g: probes.group_ratio(H[n], g) for g in probes.groups(H[n][0])} for n in norms},
@@ -309,6 +309,7 @@ rows = [
     ),
 ]
 summary = probes.summary(H)
+rows = claims.holm(rows)  # Holm's correction within each family of this run's rows
 run.save(
     {
         "claims": rows,

@@ -97,7 +97,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown, display
-from bnpaper import claims, data, exposure, memorization, mia, plots, units
+from bnpaper import claims, data, exposure, memorization, mia, plot_lira, plots, units
 
 plots.use_style()
 ds, t0 = data.load_dataset(dataset, download=download), time.time()
@@ -160,7 +160,7 @@ deltas = exposure.online_deltas(
 )  # all pools, one bootstrap
 paper = {m: claims.claim(claims.lira_claim_id(m, "all")) for m in outlier_frac}
 fig, ax = plt.subplots(figsize=(6.4, 3.8))
-plots.delta_auc_points(
+plot_lira.delta_auc_points(
     ax,
     outlier_frac,
     deltas,
@@ -210,8 +210,8 @@ mem = {
 }
 out_mask = np.concatenate([masks[mix_hi, s] for s in seeds])
 fig, axes = plots.panels(3, 4.2, 3.6)
-plots.memorization_hists(axes[:2], mem, out_mask, acc[mix_hi], f"{mix_hi:.0%} outliers")
-plots.accuracy_vs_gap(
+plot_lira.memorization_hists(axes[:2], mem, out_mask, acc[mix_hi], f"{mix_hi:.0%} outliers")
+plot_lira.accuracy_vs_gap(
     axes[2],
     {
         f"{plots.label(n)}, {m:.0%} outliers": (
@@ -264,7 +264,7 @@ if size_sweep:
         exposure.size_pools(ds, run.params, pools), run.params, sigma_floor, n_boot
     )
     display(Markdown(SW["table"]))
-    fig = plots.size_sweep_figure(
+    fig = plot_lira.size_sweep_figure(
         SW,
         claims.claim("03.auc.mix0.all")["paper_range"],
         f"online LiRA, {n_shadows} "
@@ -331,6 +331,7 @@ rows += exposure.control_rows(
     dataset=dataset,
     budget=budget,
 )
+rows = claims.holm(rows)  # Holm's correction within each family of this run's rows
 run.save(
     {
         "claims": rows,

@@ -83,7 +83,7 @@ run = notebook.start(globals(), "04_theory")  # noqa: E702
 import numpy as np
 import sympy as sp
 from IPython.display import display
-from bnpaper import claims, data, plots, stats, theory as S, train, units
+from bnpaper import claims, data, plot_theory, plots, stats, theory as S, train, units
 
 plots.use_style()
 show, X2 = S.show, S.sq_norm(S.x)
@@ -174,7 +174,7 @@ print(
 )
 print("run ratios (w_scale, seed):", {k: round(r, 3) for k, r in ps.run_ratio_table().items()})
 run.figure(
-    plots.theory_margin_growth(ps, toy_batch_sizes, toy_lrs), "margin_growth_measured_vs_predicted"
+    plot_theory.margin_growth(ps, toy_batch_sizes, toy_lrs), "margin_growth_measured_vs_predicted"
 )
 
 # %% [markdown]
@@ -193,7 +193,7 @@ run.figure(
 # %%
 # NBVAL_IGNORE_OUTPUT
 fb = S.feedback_study(base, toy_seeds, default_batch_size, default_lr)
-run.figure(plots.theory_gamma_feedback(fb), "gamma_feedback")
+run.figure(plot_theory.gamma_feedback(fb), "gamma_feedback")
 print(
     f"outliers: {fb.population_share:.1%} of the samples, {fb.gamma_share:.1%} of sum_i |dL/dgamma_i|"
 )
@@ -228,10 +228,10 @@ for arch in archs:
             nets[arch, labels, s] = S.trained_gamma_sigma(res, split, batch_size, 4, init=True)
 tn = S.TrainedStudy(nets, archs, seeds)
 run.figure(
-    plots.theory_gamma_sigma_layers(*tn.first_network(), seeds[0], noise_frac),
+    plot_theory.gamma_sigma_layers(*tn.first_network(), seeds[0], noise_frac),
     "gamma_over_sigma_trained",
 )
-run.figure(plots.theory_share_over_seeds(tn), "fraction_above_one")
+run.figure(plot_theory.share_over_seeds(tn), "fraction_above_one")
 
 # %% [markdown]
 # **Gamma growth or sigma shrinkage?** The change of $(\gamma/\sigma)^2$ between two states of a
@@ -241,7 +241,7 @@ run.figure(plots.theory_share_over_seeds(tn), "fraction_above_one")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-run.figure(plots.theory_factor_drivers(tn), "gamma_sigma_drivers")
+run.figure(plot_theory.factor_drivers(tn), "gamma_sigma_drivers")
 display(*tn.tables())  # trained / initialization, then flipped / clean labels
 
 # %% [markdown]
@@ -296,6 +296,7 @@ for arch in tn.clean_archs():  # pairs of networks from one seed: same init, ima
             clean_test_acc={"bn": tn.test_acc(arch), "bn_clean_labels": tn.test_acc(arch, "none")},
         )
     )
+rows = claims.holm(rows)  # Holm's correction within each family of this run's rows
 run.save(
     {
         "claims": rows,

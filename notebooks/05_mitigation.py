@@ -105,7 +105,7 @@ run = notebook.start(globals(), "05_mitigation")  # noqa: E702
 import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown, display
-from bnpaper import claims, data, mitigation, params, plots, train
+from bnpaper import claims, data, mitigation, params, plot_memorization, plot_mitigation, plots, train
 from bnpaper import mitigation_study as ms
 
 plots.use_style()
@@ -188,7 +188,7 @@ fig, axes = plt.subplots(
 )
 ep = np.array(runs[corruption[0], BN.name, seeds[0]].history["epoch"])
 for j, c in enumerate(corruption):
-    plots.memorization_column_of_kind(
+    plot_memorization.memorization_column_of_kind(
         axes[:, j],
         ep,
         {
@@ -261,13 +261,13 @@ cmp = {c: {n: ms.at_equal_accuracy(fronts[c], a) for n, a in alts[c].items()} fo
 fig, axes = plots.panels(len(FK) + bool(lf), 5.2, 4.6)
 for ax, c in zip(axes, FK):
     chosen = (ms.finals(runs, c, CHOSEN.name, seeds, k) for k in (ms.ACCURACY, ms.MEMORIZATION))
-    plots.frontier_panel(
+    plot_mitigation.frontier_panel(
         ax,
         *ms.frontier_points(fronts[c], alts[c], *chosen, CHOSEN.label),
         f"{TITLE[c]}: {len(seeds)} evaluation seeds, $\\tau$ = {frontier_tau:g}",
     )
 if lf:
-    plots.frontier_panel(
+    plot_mitigation.frontier_panel(
         axes[-1],
         *ms.frontier_points(lf["front"], lf["alts"], *lf["chosen"], CHOSEN.label),
         f"LiRA ({lira_variant}) on 03's pool: {what},\n{lira_frontier_shadows} shadows per family",
@@ -354,6 +354,7 @@ rows += (
 )
 rows += ms.frontier_rows(alts, cmp, seeds, dataset=dataset, budget=budget)
 rows += ms.lira_frontier_rows(lf, lira_variant, dataset=dataset, budget=budget) if lf else []
+rows = claims.holm(rows)  # Holm's correction within each family of this run's rows
 run.save(
     {
         "selection": {

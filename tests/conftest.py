@@ -1,6 +1,5 @@
 """Tests keep the repository clean: outputs and the cache go to temporary folders."""
 
-
 import pytest
 
 

@@ -149,27 +149,55 @@ def test_every_claim_in_the_file_has_what_its_test_needs():
     assert set(doc["settings"]["acc_tolerance"]) == {"01", "02", "03", "04", "05"}
 
 
-def _row(p, verdict="reproduced"):
-    return {"p": p, "verdict": verdict, "magnitude": ""}
+def _row(p, verdict="reproduced", family="paper"):
+    return claims.Verdict(
+        id="x",
+        claim="a claim",
+        paper="p",
+        test="direction",
+        measured=1.0,
+        lo=0.5,
+        hi=1.5,
+        n=3,
+        verdict=verdict,
+        magnitude="",
+        p=p,
+        family=family,
+    )
 
 
 def test_holm_adjusts_like_the_textbook_step_down_and_downgrades_only_what_fails():
     rows = [_row(0.01), _row(0.004), _row(0.02), _row(None), _row(0.3, "not reproduced")]
-    claims.holm(rows)
+    rows = claims.holm(rows)
     # sorted p: 0.004, 0.01, 0.02, 0.3 (m = 4): 4*0.004, max(., 3*0.01), max(., 2*0.02), max(., 0.3)
-    assert [r.get("p_holm") for r in rows] == pytest.approx([0.03, 0.016, 0.04, None, 0.3])
-    assert [r["verdict"] for r in rows] == [
+    assert [r.p_holm for r in rows] == pytest.approx([0.03, 0.016, 0.04, None, 0.3])
+    assert [r.verdict for r in rows] == [
         "inconclusive",
         "reproduced",
         "inconclusive",
         "reproduced",
         "not reproduced",
     ]
-    assert "Holm" in rows[0]["magnitude"] and "4 claims" in rows[0]["magnitude"]
-    assert rows[3].get("family_size") is None  # an exact identity is not in the family
-    again = [dict(r) for r in rows]
-    claims.holm(again)  # idempotent: a second save does not add a second note
-    assert [r["magnitude"] for r in again] == [r["magnitude"] for r in rows]
+    assert "Holm" in rows[0].magnitude and "4 claims" in rows[0].magnitude
+    assert rows[3].family_size is None  # an exact identity is not in the family
+    again = claims.holm(rows)  # idempotent: a second correction adds no second note
+    assert again == rows
+
+
+def test_a_verdict_prints_as_one_line_with_its_interval_and_accuracies():
+    row = claims.judge(
+        "01.final.flip",
+        claims.Estimate(0.4912, 0.31, 0.672, 3),
+        unit="memorization, BN minus no-BN",
+        clean_test_acc={"bn": 0.8312, "none": 0.8204},
+        dataset="fashion_mnist",
+        corruption="flip",
+    )
+    line = row.line()
+    assert line.startswith(f"- {row.claim}: paper {row.paper}; measured +0.491 [+0.31, +0.672] ")
+    assert "memorization, BN minus no-BN -> reproduced" in line
+    assert line.endswith("; clean test accuracy BN 0.83, no-BN 0.82")
+    assert row.as_dict()["corruption"] == "flip" and row.as_dict()["verdict"] == "reproduced"
 
 
 def test_a_family_of_one_keeps_the_interval_rule():
@@ -179,15 +207,13 @@ def test_a_family_of_one_keeps_the_interval_rule():
     for values in ([0.2, 0.25, 0.3], [0.01, 0.3, -0.1], [0.05, 0.06, 0.2]):
         e = stats.t_mean(values)
         row = claims.judge("01.final.flip", e)
-        verdict = row["verdict"]
-        claims.holm([row])
-        assert row["verdict"] == verdict
-        assert (row["p"] < 0.025) == (e.lo > 0)
+        (corrected,) = claims.holm([row])
+        assert corrected.verdict == row.verdict
+        assert (row.p < 0.025) == (e.lo > 0)
 
 
 def test_exploratory_rows_are_a_family_of_their_own():
-    rows = [_row(0.01), _row(0.012), {**_row(0.02), "family": "exploratory"}]
-    claims.holm(rows)
-    assert [r["family_size"] for r in rows] == [2, 2, 1]
-    assert rows[2]["p_holm"] == pytest.approx(0.02) and rows[2]["verdict"] == "reproduced"
-    assert rows[1]["verdict"] == "reproduced"  # 2 * 0.01, then max(0.02, 0.012) < 0.025
+    rows = claims.holm([_row(0.01), _row(0.012), _row(0.02, family="exploratory")])
+    assert [r.family_size for r in rows] == [2, 2, 1]
+    assert rows[2].p_holm == pytest.approx(0.02) and rows[2].verdict == "reproduced"
+    assert rows[1].verdict == "reproduced"  # 2 * 0.01, then max(0.02, 0.012) < 0.025

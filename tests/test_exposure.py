@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
-from bnpaper import data, exposure, mia, params, plots, shadow, units  # noqa: E402
+from bnpaper import data, exposure, mia, params, plot_lira, plots, shadow, units  # noqa: E402
 from bnpaper.config import ConfigError  # noqa: E402
 from bnpaper.mitigation import MitigationConfig  # noqa: E402
 from bnpaper.shadow import ShadowPool  # noqa: E402
@@ -291,7 +291,7 @@ def test_a_bn_advantage_that_shrinks_with_n_reads_as_a_fall_extrapolated_to_the_
         {"BN, N=64": 0.8, "no-BN, N=64": 0.75, "BN, N=512": 0.8, "no-BN, N=512": 0.75}
     )
     assert "(main pools)" in sw["table"].splitlines()[-1]
-    fig = plots.size_sweep_figure(sw, (3.0, 5.0), "title")
+    fig = plot_lira.size_sweep_figure(sw, (3.0, 5.0), "title")
     fig.tight_layout()
     assert plots.audit(fig) == []
 

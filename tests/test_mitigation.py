@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from bnpaper import mitigation
+from bnpaper import mitigation, plot_memorization, plot_mitigation
 from bnpaper import mitigation_study as ms
 from bnpaper.config import ConfigError
 from bnpaper.data import make_split, Dataset
@@ -796,7 +796,7 @@ def test_frontier_panel_draws_every_point_inside_the_unit_square_and_passes_the_
         }
     }
     fig, ax = plt.subplots()
-    plots.frontier_panel(
+    plot_mitigation.frontier_panel(
         ax, *ms.frontier_points(fronts, alts, [0.79, 0.8], [0.2, 0.1], "chosen"), "t"
     )
     lo, hi = ax.get_ylim()
@@ -980,7 +980,7 @@ def test_rare_memorization_column_shows_negative_gaps_and_passes_the_audit():
 
     fig, axes = plt.subplots(2, 1, figsize=(4.8, 6.4), sharex=True)
     mem = np.array([[0.0, -0.12, 0.05], [0.0, -0.02, 0.08]])
-    plots.memorization_column_of_kind(
+    plot_memorization.memorization_column_of_kind(
         axes, [0, 1, 2], {"BN": (mem, mem + 0.5, "bn")}, "t", "rare", 10
     )
     lo, hi = axes[0].get_ylim()

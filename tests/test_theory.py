@@ -7,7 +7,7 @@ import pytest
 import sympy as sp
 import torch
 
-from bnpaper import claims, stats
+from bnpaper import claims, plot_theory, stats
 from bnpaper import theory as T
 from bnpaper.models import build_model
 
@@ -374,17 +374,15 @@ def test_theory_figures_draw_from_the_studies(probes, feedback):
     import matplotlib
 
     matplotlib.use("Agg")
-    from bnpaper import plots
 
     layers = T.gamma_sigma(build_model("lenet", "bn", 1, 10, 28), torch.randn(64, 1, 28, 28), 32, 2)
     nets, fracs = {"lenet": {"layers": layers}}, {"lenet": T.channel_fractions(layers)}
     figs = [
-        plots.theory_margin_growth(probes, [8, 16], [0.05, 0.1]),
-        plots.theory_gamma_feedback(feedback),
-        plots.theory_gamma_sigma_layers(nets, fracs),
-        plots.theory_fraction_above_one(fracs, 0),
+        plot_theory.margin_growth(probes, [8, 16], [0.05, 0.1]),
+        plot_theory.gamma_feedback(feedback),
+        plot_theory.gamma_sigma_layers(nets, fracs),
     ]
-    assert [len(f.axes) for f in figs] == [2, 3, 1, 1]
+    assert [len(f.axes) for f in figs] == [2, 3, 1]
 
 
 # ---------------------------------------------------------------- trained networks over seeds
@@ -536,7 +534,7 @@ def test_trained_study_figures_draw_both_comparisons():
     from bnpaper import plots
 
     st = _study()
-    fig = plots.theory_factor_drivers(st)
+    fig = plot_theory.factor_drivers(st)
     assert len(fig.axes) == 2 and plots.audit(fig) == []
-    fig = plots.theory_share_over_seeds(st)
+    fig = plot_theory.share_over_seeds(st)
     assert len(fig.axes) == 1 and plots.audit(fig) == []

@@ -1,0 +1,198 @@
+"""Figures of membership inference: delta-AUC, memorization scores, utility, pool size (notebook 03)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .plots import panels, color, label, legend_below
+
+
+def delta_auc_points(
+    ax: plt.Axes,
+    mixes: Sequence[float],
+    deltas: dict,
+    minimums: dict,
+    paper_range: tuple[float, float] | None,
+    acc: dict,
+    title: str,
+) -> None:
+    """BN - no-BN AUC points with intervals per outlier mix, all examples and outliers only.
+    minimums {mix: the paper's 'at least' (all examples) or None}; paper_range: the paper's
+    overall magnitude (all examples); acc {mix: {norm: clean test accuracy}} under each mix."""
+    if paper_range is not None:
+        ax.axhspan(
+            *paper_range,
+            color="grey",
+            alpha=0.15,
+            lw=0,
+            label=f"paper: overall {paper_range[0]:g}-{paper_range[1]:g} points (all examples)",
+        )
+    for j, (group, col) in enumerate((("all", "#1f77b4"), ("outliers", "#ff7f0e"))):
+        pts = [
+            (i + 0.15 * (2 * j - 1), deltas[m, group])
+            for i, m in enumerate(mixes)
+            if (m, group) in deltas
+        ]
+        if pts:
+            ax.errorbar(
+                [x for x, _ in pts],
+                [e.value for _, e in pts],
+                fmt="o",
+                capsize=3,
+                color=col,
+                yerr=[[e.value - e.lo for _, e in pts], [e.hi - e.value for _, e in pts]],
+                label="all examples" if group == "all" else "outliers only (no paper number)",
+            )
+    shown = False
+    for i, m in enumerate(mixes):
+        if minimums.get(m) is not None:
+            ax.plot(
+                [i - 0.3, i],
+                [minimums[m]] * 2,
+                "k--",
+                lw=1.2,
+                label=None if shown else "paper: at least (all examples)",
+            )
+            shown = True
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(
+        range(len(mixes)),
+        [f"{m:.0%}\nBN {acc[m]['bn']:.2f}\nno-BN {acc[m]['none']:.2f}" for m in mixes],
+        fontsize=8,
+    )
+    ax.set(
+        xlim=(-0.6, len(mixes) - 0.4),
+        xlabel="outlier mix of the pool (below it: clean test accuracy)",
+        ylabel="AUC(BN) - AUC(no-BN) (points)",
+        title=title,
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+
+
+def memorization_hists(
+    axes: Sequence[plt.Axes], mem: dict, outliers: np.ndarray, acc: dict, title: str
+) -> None:
+    """Feldman-Zhang memorization scores of the inliers (axes[0]) and the outliers (axes[1]),
+    filled histograms per norm; acc {norm: clean test accuracy}."""
+    bins = np.linspace(-0.3, 1.0, 27)
+    for ax, sel, what in ((axes[0], ~outliers, "inliers"), (axes[1], outliers, "outliers")):
+        for norm, m in mem.items():
+            if sel.any():
+                ax.hist(
+                    m[sel],
+                    bins,
+                    color=color(norm),
+                    alpha=0.45,
+                    density=True,
+                    label=f"{label(norm)} (test acc. {acc[norm]:.2f}): mean {m[sel].mean():.2f}",
+                )
+        ax.set(
+            xlabel="memorization score\n(< 0: predicted better when held out)",
+            ylabel="density",
+            title=f"{title}: {int(sel.sum())} {what}",
+        )
+        ax.legend(loc="upper center", fontsize=7)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.35)  # room for the legend above the bars
+
+
+def accuracy_vs_gap(ax: plt.Axes, points: dict, title: str) -> None:
+    """Clean test accuracy against the train-test gap, one marker per model;
+    points {legend label: (gap array, accuracy array, colour, marker)}; legend outside."""
+    for name, (gap, acc, col, marker) in points.items():
+        ax.scatter(gap, acc, color=col, marker=marker, s=14, label=name)
+    ax.set(xlabel="train - test accuracy gap", ylabel="clean test accuracy", title=title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+
+
+def size_sweep_figure(sw: dict, paper_range: tuple[float, float] | None, title: str) -> plt.Figure:
+    """Notebook 03's size sweep (`bnpaper.exposure.size_sweep`): left, BN - no-BN AUC points per
+    pool size N (log axis) with 95% intervals, the fitted line with its band over the sizes
+    measured, dashed to the paper's scale with the extrapolated value as an open marker, the
+    paper's magnitude shaded; right, clean test accuracy and train-test gap of BN and no-BN."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    fig, (ax, bx) = panels(2, 4.9, 3.9)
+    sizes, d, trend = sw["sizes"], sw["delta"], sw["trend"]
+    if paper_range is not None:
+        ax.axhspan(
+            *paper_range,
+            color="grey",
+            alpha=0.15,
+            lw=0,
+            label=f"paper: overall {paper_range[0]:g}-{paper_range[1]:g} points",
+        )
+    ax.errorbar(
+        sizes,
+        [d[n].value for n in sizes],
+        fmt="o",
+        color="k",
+        capsize=3,
+        zorder=3,
+        yerr=[[d[n].value - d[n].lo for n in sizes], [d[n].hi - d[n].value for n in sizes]],
+        label="measured (95% interval: pools, targets, examples)",
+    )
+    xs = np.geomspace(sizes[0], sizes[-1], 40)
+    fit = [trend.predict(x) for x in xs]
+    s = trend.slope
+    ax.plot(
+        xs,
+        [e.value for e in fit],
+        color="#1f77b4",
+        label=f"fit: {s.value:+.2f} [{s.lo:+.2f}, {s.hi:+.2f}] points per doubling",
+    )
+    ax.fill_between(xs, [e.lo for e in fit], [e.hi for e in fit], color="#1f77b4", alpha=0.18, lw=0)
+    ticks = list(sizes)
+    if sw["extrapolated"]:
+        n, pr = sw["n_paper"], sw["predicted"]
+        xe = np.geomspace(sizes[-1], n, 20)
+        ax.plot(xe, [trend.predict(x).value for x in xe], color="#1f77b4", ls="--", lw=1.2)
+        ax.errorbar(
+            [n],
+            [pr.value],
+            yerr=[[pr.value - pr.lo], [pr.hi - pr.value]],
+            fmt="o",
+            mfc="white",
+            color="#1f77b4",
+            capsize=3,
+            label=f"extrapolated to N = {n:,} (not measured)",
+        )
+        ticks.append(n)
+    ax.axhline(0, color="grey", lw=0.8)
+    for a in (ax, bx):
+        a.set_xscale("log")
+        a.xaxis.set_major_locator(FixedLocator(ticks if a is ax else sizes))
+        a.xaxis.set_minor_locator(NullLocator())
+        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        a.tick_params(axis="x", labelsize=7.5)
+    ax.set(
+        title=title,
+        xlabel="pool size N (clean examples; each shadow trains on N/2)",
+        ylabel="AUC(BN) - AUC(no-BN) (points)",
+    )
+    legend_below(ax, ncol=1)
+    for norm in ("bn", "none"):
+        bx.plot(
+            sizes,
+            [sw["acc"][n][norm] for n in sizes],
+            "o-",
+            color=color(norm),
+            label=f"{label(norm)}: clean test accuracy",
+        )
+        bx.plot(
+            sizes,
+            [sw["gap"][n][norm] for n in sizes],
+            "s--",
+            color=color(norm),
+            label=f"{label(norm)}: train-test gap",
+        )
+    bx.set_ylim(min(0.0, bx.get_ylim()[0]), 1.02)
+    bx.set(
+        title="utility beside it (means over models and pools)",
+        xlabel="pool size N (clean examples; each shadow trains on N/2)",
+        ylabel="accuracy, or gap (train - test accuracy)",
+    )
+    legend_below(bx, ncol=2)
+    return fig

@@ -1,0 +1,460 @@
+"""Figures of the theory: margin growth, gamma feedback, gamma/sigma in trained nets (notebook 04)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .plots import band, color, plain_log_axis, figure_legend
+
+
+_CYCLE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#d62728")
+_PART_STYLE = {
+    "total": ("k", "o", r"$(\gamma/\sigma)^2$ (the product of the two)"),
+    "gamma": ("#ff7f0e", "^", r"from $\gamma^2$ (gamma growth)"),
+    "sigma": ("#17becf", "s", r"from $1/\sigma^2$ (sigma shrinkage)"),
+}
+
+
+def margin_growth(study, batch_sizes: Sequence[int], lrs: Sequence[float]) -> plt.Figure:
+    """Left: measured vs predicted margin growth of outliers per probe (`theory.ProbeStudy`) at
+    the default lr, one colour per batch size, tiny-step probes as crosses, the paper's
+    prediction (identity) dashed; the axes span the plotted probes. Right, per batch size and
+    lr: the verdict's statistic (ratio estimator per run, mean over runs, filled; its bootstrap
+    interval at the verdict's setting) and the median probe's measured / predicted (open)."""
+    from matplotlib.lines import Line2D
+
+    p, rising, lr0, B0 = study.probes, study.rising, study.default_lr, study.default_batch_size
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10.5, 6.4))
+    shown = [study.tiny["predicted"], study.tiny["measured"]]
+    for i, B in enumerate(batch_sizes):
+        sel = (p["batch_size"] == B) & (p["lr"] == lr0) & rising
+        n_runs = study.setting_stats(B, lr0)["n_runs"]
+        ax.scatter(
+            p["predicted"][sel],
+            p["measured"][sel],
+            s=8,
+            alpha=0.5,
+            color=_CYCLE[i % len(_CYCLE)],
+            label=f"batch {B}: {int(sel.sum())} probes from {n_runs} runs",
+        )
+        shown += [p["predicted"][sel], p["measured"][sel]]
+    ax.scatter(
+        study.tiny["predicted"],
+        study.tiny["measured"],
+        s=12,
+        marker="x",
+        color="k",
+        label=f"batch {B0}, step $10^{{-6}}$: {len(study.tiny['measured'])} probes",
+    )
+    v = np.concatenate(shown)
+    v = v[np.isfinite(v) & (v > 0)]
+    lims = (v.min() / 2, v.max() * 2) if v.size else (0.1, 10.0)
+    ax.plot(lims, lims, "k--", lw=1, label=r"paper: measured = predicted $(\gamma/\sigma)^2$")
+    falling = int((~rising & (p["lr"] == lr0)).sum())
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlim=lims,
+        ylim=lims,
+        xlabel=r"predicted factor $(\gamma/\sigma)^2$ (batch $\sigma$ before the step)",
+        ylabel=r"measured $\Delta m_{BN}\,/\,\Delta m_{no\text{-}BN}$ (one probe)",
+        title=f"each point: one outlier's SGD step on its own loss, lr {lr0:g}"
+        + (f"\n({falling} probes whose margin fell not shown)" if falling else ""),
+    )
+    plain_log_axis(ax, "x")
+    plain_log_axis(ax, "y")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7.5)
+    lr_cols = ("#2ca02c", "#1f77b4", "#d62728", "#9467bd")
+    vals = []
+    for i, eta in enumerate(lrs):
+        st = [study.setting_stats(B, eta) for B in batch_sizes]
+        c = lr_cols[i % len(lr_cols)]
+        est = [s["ratio_estimator"] for s in st]
+        med = [s["median_ratio"] for s in st]
+        bx.plot(batch_sizes, est, "o-", color=c)
+        bx.plot(batch_sizes, med, "s--", color=c, mfc="white", lw=1.1)
+        vals += est + med
+    a = study.agreement
+    bx.errorbar(
+        [B0],
+        [a.value],
+        yerr=[[a.value - a.lo], [a.hi - a.value]],
+        fmt="none",
+        ecolor="k",
+        capsize=4,
+        lw=1.2,
+    )
+    tiny = study.tiny_median_ratio()
+    bx.plot([B0], [tiny], "kx", ms=8, mew=1.6)
+    bx.axhline(1, color="k", ls="--", lw=1)
+    vals = np.array(vals + [a.lo, a.hi, tiny, 1.0], float)
+    vals = vals[np.isfinite(vals) & (vals > 0)]
+    from matplotlib.ticker import NullFormatter
+
+    bx.set(
+        xscale="log",
+        yscale="log",
+        xlabel="batch size",
+        xticks=list(batch_sizes),
+        xticklabels=[str(b) for b in batch_sizes],
+        ylim=(vals.min() / 1.6, vals.max() * 1.6),
+        xlim=(min(batch_sizes) / 1.5, max(batch_sizes) * 1.5),
+        ylabel=r"measured / predicted $(\gamma/\sigma)^2$",
+        title=f"agreement per setting; the verdict (batch {B0}, lr {lr0:g}):\n"
+        f"ratio estimator {a.value:.2f} [{a.lo:.2f}, {a.hi:.2f}] over {a.n} runs",
+    )
+    bx.xaxis.set_minor_formatter(NullFormatter())  # only the batch sizes are labelled
+    plain_log_axis(bx, "y")
+    handles = [
+        Line2D([], [], color=lr_cols[i % len(lr_cols)], lw=2, label=f"lr {eta:g}")
+        for i, eta in enumerate(lrs)
+    ]
+    handles += [
+        Line2D(
+            [],
+            [],
+            color="grey",
+            marker="o",
+            label="ratio estimator (the verdict's): per run "
+            r"$\Sigma\Delta m_{BN}/\Sigma(\gamma/\sigma)^2\Delta m_{no\text{-}BN}$, mean over runs;"
+            "\n  weights probes by predicted growth, so the largest $(\\gamma/\\sigma)^2$ dominate",
+        ),
+        Line2D(
+            [],
+            [],
+            color="grey",
+            marker="s",
+            mfc="white",
+            ls="--",
+            label="median probe (geometric; each probe counts once)",
+        ),
+        Line2D(
+            [],
+            [],
+            color="k",
+            marker="|",
+            ms=10,
+            ls="none",
+            label="95% bootstrap interval over runs (the verdict's setting)",
+        ),
+        Line2D(
+            [],
+            [],
+            color="k",
+            marker="x",
+            ls="none",
+            label=f"step $10^{{-6}}$, median probe (vs the exact first order: "
+            f"{study.tiny_median_ratio(full=True):.2f})",
+        ),
+        Line2D([], [], color="k", ls="--", lw=1, label="paper: measured = predicted"),
+    ]
+    bx.legend(
+        handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7.5, ncol=1
+    )
+    fig.tight_layout()
+    return fig
+
+
+def gamma_feedback(fb) -> plt.Figure:
+    """gamma, (gamma/sigma)^2 (from step 1: the random initial w is off the scale) and outlier
+    memorization per SGD step of the toy (`theory.FeedbackStudy`), BN with outliers vs without
+    (grey, dashed); memorization BN vs no-BN. The panels' notes (`FeedbackStudy.figure_notes`)
+    say from the data whether gamma is higher with outliers and what drives the factor."""
+    notes, acc, n = fb.figure_notes(), fb.test_acc, len(fb.seeds)
+    steps = np.arange(fb.arr("bn", "gamma").shape[1])
+    fig, axes = plt.subplots(1, 3, figsize=(13.5, 4.6))
+    for ax, k, s0 in zip(axes[:2], ("gamma", "factor"), (0, 1)):
+        band(ax, steps[s0:], fb.arr("bn", k)[:, s0:], "bn", "BN, with outliers")
+        band(
+            ax,
+            steps[s0:],
+            fb.arr("bn_clean", k)[:, s0:],
+            "bn_clean",
+            "BN, no outliers (same typical samples)",
+            "--",
+        )  # grey
+    axes[0].set(xlabel="SGD step", ylabel=r"BN scale $\gamma$", title=notes["gamma"])
+    axes[1].set(
+        xlabel="SGD step",
+        ylabel=r"$(\gamma/\sigma)^2$ (batch $\sigma$)",
+        yscale="log",
+        title=f"predicted amplification $(\\gamma/\\sigma)^2$\n{notes['factor']}\n{notes['start']}",
+    )
+    plain_log_axis(axes[1], "y")
+    band(
+        axes[2],
+        steps,
+        fb.arr("bn", "outlier_acc"),
+        "bn",
+        f"BN (toy clean test acc. {acc['bn']:.2f})",
+    )
+    band(
+        axes[2],
+        steps,
+        fb.arr("none", "outlier_acc"),
+        "none",
+        f"no-BN (toy clean test acc. {acc['none']:.2f})",
+    )
+    axes[2].set(
+        xlabel="SGD step",
+        ylabel="outliers fit to their flipped label (share)",
+        title=f"memorization (trained with outliers)\nfinal BN $-$ no-BN: {fb.mem_gap.fmt(2)} "
+        f"(95% t interval, {fb.mem_gap.n} seeds)",
+        ylim=(-0.02, 1.02),
+    )
+    for ax in axes:
+        ax.title.set_fontsize(8.5)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7.5)
+    fig.suptitle(
+        f"toy model, {n} seeds (line: mean, band: range over seeds); outliers (flipped labels) are "
+        f"{fb.population_share:.1%} of the samples and carry {fb.gamma_share:.0%} of "
+        r"$\Sigma_i|\partial L/\partial\gamma_i|$",
+        fontsize=9.5,
+    )
+    fig.tight_layout()
+    return fig
+
+
+def gamma_sigma_layers(
+    nets: dict, fracs: dict, seed: int | None = None, noise_frac: float | None = None
+) -> plt.Figure:
+    """Per architecture, box plots of |gamma|/sigma per channel for each BN layer, sigma from
+    the running variance (BN red) and from batch statistics (teal); boxes: quartiles, whiskers:
+    5th-95th percentile; `nets[arch]` as from `theory.trained_gamma_sigma` (test_acc optional),
+    `fracs[arch]` from `theory.channel_fractions`."""
+    from matplotlib.colors import to_rgba
+    from matplotlib.patches import Patch
+    from matplotlib.lines import Line2D
+
+    archs = list(nets)
+    ratios = [max(len(nets[a]["layers"]), 6) + 3 for a in archs]
+    fig, axes = plt.subplots(
+        1,
+        len(archs),
+        figsize=(1.2 + 0.34 * sum(ratios), 4.2),
+        squeeze=False,
+        gridspec_kw={"width_ratios": ratios},
+    )
+    cols = {"ratio_running": color("bn"), "ratio_batch": "#17becf"}
+    for ax, arch in zip(axes[0], archs):
+        L = nets[arch]["layers"]
+        pos = np.arange(len(L))
+        for key, shift in (("ratio_running", -0.19), ("ratio_batch", 0.19)):
+            c = cols[key]
+            ax.boxplot(
+                [l[key].numpy() for l in L],
+                positions=pos + shift,
+                widths=0.34,
+                whis=(5, 95),
+                showfliers=False,
+                patch_artist=True,
+                medianprops={"color": "k", "lw": 1.2},
+                boxprops={"facecolor": to_rgba(c, 0.55), "edgecolor": c},
+                whiskerprops={"color": c},
+                capprops={"color": c},
+            )
+        ax.axhline(1, color="k", lw=1, ls="--")
+        n_ch = len(fracs[arch]["all_running"])
+        acc = nets[arch].get("test_acc")
+        ax.set(
+            yscale="log",
+            xticks=pos,
+            xlim=(-0.6, len(L) - 0.4),
+            xlabel="BN layer (forward order)",
+            ylabel=r"$|\gamma|/\sigma$ per channel",
+            title=f"{arch} with BN"
+            + (f", clean test acc. {acc:.2f}" if acc is not None else "")
+            + f"\n{fracs[arch]['all_running'].mean():.0%} of its {n_ch} channels > 1 (running variance)",
+        )
+        ax.set_xticklabels(
+            [l["layer"].replace("blocks.", "b") for l in L], rotation=90, fontsize=6.5
+        )
+        plain_log_axis(ax, "y")
+    how = (
+        "one network per architecture"
+        + (f" (seed {seed})" if seed is not None else "")
+        + (f", trained with {noise_frac:.0%} flipped labels" if noise_frac is not None else "")
+    )
+    handles = [
+        Patch(
+            facecolor=to_rgba(cols["ratio_running"], 0.55),
+            edgecolor=cols["ratio_running"],
+            label=r"$\sigma = \sqrt{\mathrm{running\ variance}+\epsilon}$ (used at test time)",
+        ),
+        Patch(
+            facecolor=to_rgba(cols["ratio_batch"], 0.55),
+            edgecolor=cols["ratio_batch"],
+            label=r"$\sigma$ from batch statistics (median over 4 training batches)",
+        ),
+        Line2D(
+            [],
+            [],
+            color="k",
+            ls="--",
+            lw=1,
+            label=r"$|\gamma|/\sigma = 1$: above it BN amplifies (paper: > 1 in most cases)",
+        ),
+    ]
+    fig.tight_layout()
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=2,
+        fontsize=7.5,
+        title=f"{how}\nbox: quartiles of the channels, line: median, whiskers: 5th-95th percentile",
+        title_fontsize=8,
+    )
+    return fig
+
+
+def factor_drivers(study) -> plt.Figure:
+    """Rows: trained / initialization (every architecture) and flipped / clean labels (the
+    architectures trained on both); per BN layer and for all channels pooled, the factor on
+    (gamma/sigma)^2 and its gamma and sigma parts (geometric mean over channels; marker: mean
+    over seeds, bar: 95% t interval over seeds) of a `theory.TrainedStudy`."""
+    from .theory import VERSUS
+
+    archs, clean = study.archs, study.clean_archs()
+    widths = [len(study.layer_names(a)) + 4 for a in archs]
+    rows = ["init"] + (["clean"] if clean else [])
+    fig, axes = plt.subplots(
+        len(rows),
+        len(archs),
+        figsize=(1.5 + 0.36 * sum(widths), 3.3 * len(rows) + 0.6),
+        squeeze=False,
+        gridspec_kw={"width_ratios": widths},
+    )
+    for i, versus in enumerate(rows):
+        for ax, arch in zip(axes[i], archs):
+            if versus == "clean" and arch not in clean:
+                ax.set_axis_off()
+                ax.text(
+                    0.5,
+                    0.5,
+                    f"{arch}: not trained on clean labels at this budget\n(parameter clean_reference)",
+                    ha="center",
+                    va="center",
+                    transform=ax.transAxes,
+                    fontsize=8,
+                    color="0.4",
+                )
+                continue
+            rs = study.drivers(arch, versus)
+            x = np.arange(len(rs), dtype=float)
+            x[-1] += 0.6  # the pooled value apart from the layers
+            for k, (part, (c, m, lab)) in enumerate(_PART_STYLE.items()):
+                v = np.exp([r[part].value for r in rs])
+                err = np.abs(np.exp([[r[part].lo for r in rs], [r[part].hi for r in rs]]) - v)
+                ax.errorbar(
+                    x + (k - 1) * 0.22,
+                    v,
+                    yerr=err,
+                    fmt=m,
+                    color=c,
+                    ms=4.5,
+                    lw=1,
+                    capsize=1.5,
+                    label=lab,
+                )
+            ax.axhline(1, color="0.3", lw=0.8, ls="--")
+            names = [n.replace("blocks.", "b") for n in study.layer_names(arch)] + ["all channels"]
+            ax.set_xticks(x, names, rotation=90, fontsize=6.5)
+            a, b = VERSUS[versus]
+            acc = study.test_acc(arch) if versus == "init" else None
+            ax.set(
+                yscale="log",
+                xlim=(-0.7, x[-1] + 0.7),
+                xlabel="BN layer (forward order)",
+                ylabel=f"factor on $(\\gamma/\\sigma)^2$\n{a} / {b}",
+                title=f"{arch} with BN, {a} / {b}"
+                + (
+                    f"; clean test acc. {acc:.2f}"
+                    if acc is not None
+                    else f"; clean test acc. {study.test_acc(arch):.2f} / {study.test_acc(arch, 'none'):.2f}"
+                ),
+            )
+            plain_log_axis(ax, "y")
+    fig.tight_layout()
+    figure_legend(
+        fig,
+        [ax for row in axes for ax in row],
+        ncol=3,
+        title=f"geometric mean over each layer's channels (sigma from batch statistics); marker: mean "
+        f"over {len(study.seeds)} seeds (networks), bar: 95% t interval over seeds",
+    )
+    return fig
+
+
+def share_over_seeds(study) -> plt.Figure:
+    """One panel per architecture: per BN layer the share of channels with |gamma|/sigma > 1
+    (running variance), one faint marker per seed and the mean over seeds with a 95% t interval
+    (clipped to [0, 1]); the title gives the verdict's unit, a network's share over seeds."""
+    from .stats import t_mean
+
+    archs = study.archs
+    widths = [max(len(study.layer_names(a)), 6) + 3 for a in archs]
+    fig, axes = plt.subplots(
+        1,
+        len(archs),
+        figsize=(1.2 + 0.3 * sum(widths), 3.9),
+        squeeze=False,
+        gridspec_kw={"width_ratios": widths},
+    )
+    for ax, arch in zip(axes[0], archs):
+        per_layer, _ = study.shares(arch)
+        x = np.arange(per_layer.shape[1])
+        for j, row in enumerate(per_layer):
+            ax.plot(
+                x,
+                row,
+                "o",
+                color="0.6",
+                ms=3,
+                alpha=0.7,
+                label="one network (seed)" if j == 0 else None,
+            )
+        est = [t_mean(col) for col in per_layer.T]
+        m = np.array([e.value for e in est])
+        lo, hi = np.clip([e.lo for e in est], 0, 1), np.clip([e.hi for e in est], 0, 1)
+        ax.errorbar(
+            x,
+            m,
+            yerr=[m - lo, hi - m],
+            fmt="o-",
+            color=color("bn"),
+            ms=5,
+            lw=1.2,
+            capsize=2,
+            label="mean over seeds, 95% t interval",
+        )
+        ax.axhline(
+            0.5, color="k", lw=1, ls=":", label="half of the channels (paper: > 1 'in most cases')"
+        )
+        ax.set_xticks(
+            x,
+            [n.replace("blocks.", "b") for n in study.layer_names(arch)],
+            rotation=90,
+            fontsize=6.5,
+        )
+        e = study.most_channels(arch)
+        ax.set(
+            xlim=(-0.6, len(x) - 0.4),
+            ylim=(-0.03, 1.03),
+            xlabel="BN layer (forward order)",
+            ylabel=r"share of channels with $|\gamma|/\sigma>1$",
+            title=f"{arch} with BN, clean test acc. {study.test_acc(arch):.2f}\nshare of a network's channels > 1: "
+            f"{e.value:.2f} [{e.lo:.2f}, {e.hi:.2f}] over {e.n} networks",
+        )
+    fig.tight_layout()
+    figure_legend(
+        fig,
+        list(axes[0]),
+        ncol=3,
+        title=r"$\sigma$ from the running variance (as at test time); "
+        f"{len(study.seeds)} networks (seeds) per architecture, trained with flipped labels",
+    )
+    return fig
