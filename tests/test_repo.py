@@ -1,5 +1,6 @@
 """Repository invariants: notebook pairs in sync and clean, conda and pip agree, README table."""
 
+import ast
 import json
 import re
 
@@ -61,11 +62,56 @@ def test_readme_table_equals_committed_results():
     )
 
 
+def _source_cells(py):
+    """The notebook source's cells as (header, lines): header is the `# %%` line."""
+    cells, header, lines = [], None, []
+    for line in py.read_text().splitlines():
+        if line.startswith("# %%"):
+            if header is not None:
+                cells.append((header, lines))
+            header, lines = line, []
+        elif header is not None:
+            lines.append(line)
+    cells.append((header, lines))
+    return cells
+
+
+MAX_CELL_LINES = 12
+
+
 @pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
-def test_notebook_is_thin(py):
-    """At most 250 lines; no validation, cache keys or cached units built in the notebook."""
+def test_notebook_reads_one_choice_per_short_cell(py):
+    """Reading rules: every code cell (but the parameters and the start line) sits under its own
+    markdown sentence and holds at most 12 lines; no one- or two-letter capital names for
+    results; lines of at most 100 characters (ruff checks `;` and lambdas bound to names)."""
+    cells = _source_cells(py)
+    problems = []
+    for i, (header, lines) in enumerate(cells):
+        if "[markdown]" in header or 'tags=["parameters"]' in header:
+            continue
+        code = [x for x in lines if x.strip() and not x.lstrip().startswith("#")]
+        if "notebook.start(globals()" in "\n".join(code):
+            continue
+        where = f"{py.name}, cell {i} ({(code or ['empty'])[0].strip()[:40]!r})"
+        if len(code) > MAX_CELL_LINES:
+            problems.append(f"{where}: {len(code)} code lines > {MAX_CELL_LINES}")
+        if i == 0 or "[markdown]" not in cells[i - 1][0]:
+            problems.append(f"{where}: no markdown sentence above it")
+        tree = ast.parse("\n".join(lines))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                if len(node.id) <= 2 and node.id.isupper():
+                    problems.append(f"{where}: capital short name {node.id!r}")
+    for n, line in enumerate(py.read_text().splitlines(), 1):
+        if len(line) > 100:
+            problems.append(f"{py.name}:{n}: {len(line)} characters > 100")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
+def test_notebook_leaves_machinery_to_the_package(py):
+    """No validation, cache keys or cached units built in the notebook."""
     text = py.read_text()
-    assert len(text.splitlines()) <= 250
     for banned in ("check_", ".cached(", "Store(", "cache_key", "save_figure(", "import platform"):
         assert banned not in text, f"{py.name} uses {banned!r}: that belongs in bnpaper/"
     assert f'notebook.start(globals(), "{py.stem}")' in text
