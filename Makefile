@@ -7,7 +7,7 @@ PY := .venv/bin/python
 DATASET ?= fashion_mnist
 CI_DIR := runs/ci/$(DATASET)
 
-.PHONY: setup reproduce reproduce-full test unit notebooks-ci nbval sync bench clean
+.PHONY: setup reproduce reproduce-full test lint unit browser notebooks-ci nbval sync bench clean
 
 setup:
 	./scripts/setup.sh
@@ -21,10 +21,19 @@ reproduce-full: setup
 	$(PY) -m bnpaper matrix --reference
 
 test: setup
-	$(MAKE) unit notebooks-ci nbval
+	$(MAKE) lint unit browser notebooks-ci nbval
+
+# the package, notebooks, tests and benchmarks formatted and linted at 100 characters
+lint:
+	.venv/bin/ruff format --check
+	.venv/bin/ruff check
 
 unit:
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q -m "not browser"
+
+# JupyterLab in headless Chromium: Run All twice, and the save round trip (marker `browser`)
+browser:
+	$(PY) -m pytest tests -q -m browser
 
 notebooks-ci:
 	rm -rf $(CI_DIR)

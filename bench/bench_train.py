@@ -39,16 +39,19 @@ from bnpaper.models import build_model
 from bnpaper.packed import PackedLeNet, pack_input
 
 
-def sgemm_peak(sizes=(512, 1024, 2048), repeats: int = 5) -> tuple[float, int]:
-    """Best achieved float32 GFLOP/s of an n x n matrix product, and the n it was reached at."""
+def sgemm_peak(
+    sizes=(512, 1024, 2048), repeats: int = 5, clock=time.perf_counter
+) -> tuple[float, int]:
+    """Best achieved float32 GFLOP/s of an n x n matrix product (2 n^3 flops over the time
+    `clock` measures around one product), and the n it was reached at."""
     best, at = 0.0, 0
     for n in sizes:
         a, b = torch.randn(n, n), torch.randn(n, n)
         torch.mm(a, b)
         for _ in range(repeats):
-            t = time.perf_counter()
+            t = clock()
             torch.mm(a, b)
-            rate = 2 * n**3 / (time.perf_counter() - t) / 1e9
+            rate = 2 * n**3 / (clock() - t) / 1e9
             if rate > best:
                 best, at = rate, n
     return best, at

@@ -8,7 +8,8 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import bnpaper, torch, torchvision, papermill, nbval, ipywidgets, playwright" 2>/dev/null; then
+if ! .venv/bin/python -c "import bnpaper, torch, torchvision, papermill, nbval, ipywidgets, playwright" 2>/dev/null \
+   || ! .venv/bin/ruff --version 2>/dev/null | grep -q "0.17.6"; then
   .venv/bin/pip install -q --upgrade pip
   # torch/torchvision pinned to the release pair that lies on these machines' disk (see README)
   .venv/bin/pip install -q "torch==2.14.1" "torchvision==0.29.1" || .venv/bin/pip install -q torch torchvision

@@ -84,10 +84,14 @@ def test_a_packed_step_counts_the_work_of_its_members():
     assert c.get_total_flops() > packed.flops()
 
 
-def test_sgemm_peak_is_a_rate_at_one_of_the_sizes():
+def test_sgemm_peak_is_the_best_of_2n3_flops_over_the_measured_times():
+    """With a clock that makes each product take a known time, the peak is 2 n^3 / t at the
+    fastest (size, repeat) and names its size."""
     tb = _script("bench_train")
-    rate, n = tb.sgemm_peak(sizes=(64, 128), repeats=1)
-    assert rate > 0 and n in (64, 128)
+    # (start, end) per product: n=64 takes 1 ms then 0.5 ms; n=128 takes 8 ms then 2 ms
+    ticks = iter([0.0, 1e-3, 1.0, 1.0005, 2.0, 2.008, 3.0, 3.002])
+    rate, n = tb.sgemm_peak(sizes=(64, 128), repeats=2, clock=lambda: next(ticks))
+    assert n == 128 and rate == pytest.approx(2 * 128**3 / 2e-3 / 1e9, rel=1e-6)
 
 
 def test_gpu_hours_counts_the_notebooks_models_and_backward_costs_twice_forward():
