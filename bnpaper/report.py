@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import os
+import re
+import textwrap
 from pathlib import Path
 
 from .config import NOTEBOOKS, repo_root
@@ -269,7 +270,8 @@ def configurations_table(root: Path | None = None) -> str:
         )
     head = (
         "| nb | configuration (folder) | budget | architecture | training images | epochs | seeds "
-        "| norms | shadow models per norm and pool | run time |\n|---|---|---|---|---|---|---|---|---|---|"
+        "| norms | shadow models per norm and pool | run time |\n"
+        "|---|---|---|---|---|---|---|---|---|---|"
     )
     return head + "\n" + "\n".join(rows)
 
@@ -382,22 +384,95 @@ def write_report(root: Path | None = None) -> str:
     return table(root)
 
 
-def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> str:
-    """The README's report block: the claims table of the committed results of `dataset`
-    and the first key figure of each notebook (paths relative to the repository root)."""
-    root = root or repo_root()
-    figs = [
-        f"![{nb} {Path(f).stem}]({f})"
-        for nb, _, res in collect(root, dataset)
-        for f in _figures(root, nb, dataset, res)[:1]
-    ]
-    timing = run_time_line(root, dataset)
-    body = (
-        table(root, dataset)
-        + (f"\n\n{timing}" if timing else "")
-        + ("\n\n" + "\n".join(figs) if figs else "")
+# The README's summary: a row per headline claim of the paper, picked by its id (and by the fields
+# that tell apart rows sharing that id), with the claim in a few words; the estimate, its interval
+# and the verdict come from the committed results. Every row is in figures/REPORT.md.
+SUMMARY = (
+    ("01.typical.auc", {}, "BN learns typical samples faster (mean clean training accuracy)"),
+    ("01.final.flip", {}, "BN memorizes label-flipped samples more (final accuracy on the flips)"),
+    ("01.final.ood", {}, "BN memorizes out-of-distribution samples more (final accuracy on them)"),
+    ("01.final.rare", {}, "BN memorizes a rare class more (train minus held-out accuracy)"),
+    ("02.noisy_vs_clean", {}, "BN: noisy samples' gradient norms far above clean (median ratio)"),
+    ("03.auc.mix0.all", {}, "BN raises LiRA AUC on clean data (AUC points)"),
+    ("03.auc.rare", {}, "BN raises LiRA exposure of rare samples (AUC points)"),
+    (
+        "04.simulation",
+        {},
+        "(γ/σ)² predicts an outlier's margin growth (simulation, measured / predicted)",
+    ),
+    ("04.most_channels", {"arch": "lenet"}, "γ/σ > 1 in most channels (LeNet-5, share)"),
+    ("04.gamma_noisy_vs_clean", {}, "Outliers make γ grow (LeNet-5, |γ| flipped / clean labels)"),
+    ("05.reduction.flip", {}, "The γ/σ regularizer cuts flip memorization (share of BN's removed)"),
+    ("05.lira", {}, "The γ/σ regularizer lowers LiRA AUC at equal accuracy (BN minus it)"),
+)
+SUMMARY_HEADER = (
+    "| § | the paper's claim, in short | quick reference [95% CI] | verdict |\n|---|---|---|---|"
+)
+
+
+def _estimate(claim: dict) -> str:
+    """The measured value with its 95% interval, or "n/a" for a bound that is not finite."""
+    lo, hi = claim.get("lo"), claim.get("hi")
+    interval = f" [{_num(lo)}, {_num(hi)}]" if lo is not None and hi is not None else ""
+    return _num(claim.get("measured")) + interval
+
+
+def _pick(claims: list[dict], cid: str, fields: dict) -> dict | None:
+    """The first row with id `cid` whose `fields` match, or None."""
+    return next(
+        (c for c in claims if c.get("id") == cid and all(c.get(k) == v for k, v in fields.items())),
+        None,
     )
-    return f"{START}\n{body}\n{END}"
+
+
+def _counts(claims: list[dict], family: str) -> str:
+    """The verdict counts of one family's rows: "a reproduced, b not reproduced, c inconclusive"."""
+    verdicts = [c.get("verdict", "inconclusive") for c in claims if c.get("family") == family]
+    return ", ".join(f"{verdicts.count(v)} {v}" for v in MARK)
+
+
+def _summary_row(words: str, claim: dict) -> str:
+    """One row of the README's summary: section, the claim in short, estimate, verdict."""
+    verdict = f"**{claim.get('verdict', 'inconclusive')}**"
+    if claim.get("magnitude"):
+        verdict += f" ({claim['magnitude']})"
+    cells = (claim["id"].split(".")[0], words, _estimate(claim), verdict)
+    return "| " + " | ".join(_cell(x) for x in cells) + " |"
+
+
+def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> str:
+    """The README's report block: the headline claims of the committed reference run of
+    `dataset` (at most 12 rows: estimate, interval, verdict), the verdict counts, the paper's
+    claims not reproduced, the run time and a link to figures/REPORT.md, which holds every row."""
+    root = root or repo_root()
+    claims = [c for _, _, res in collect(root, dataset) for c in res.get("claims", [])]
+    picked = [(words, _pick(claims, cid, fields)) for cid, fields, words in SUMMARY]
+    picked = [(words, c) for words, c in picked if c is not None]
+    rows = [_summary_row(words, c) for words, c in picked]
+    missed = [
+        f"{c.get('claim', '')}: {_estimate(c)}"
+        for c in claims
+        if c.get("family") == "paper"
+        and c.get("verdict") == "not reproduced"
+        and all(c is not shown for _, shown in picked)
+    ]
+    summary = (
+        f"All {len(claims)} verdict rows of this run, each with the paper's words, the clean test "
+        "accuracy of the compared models and Holm's correction, and the matrix of architectures "
+        "and datasets: [figures/REPORT.md](figures/REPORT.md). "
+        f"The paper's claims: {_counts(claims, 'paper')}; "
+        f"exploratory questions: {_counts(claims, 'exploratory')}."
+    )
+    if missed:
+        summary += f" Not reproduced besides the rows above: {_cell('; '.join(missed))}."
+    timing = run_time_line(root, dataset)
+    notes = [
+        textwrap.fill(t, 100, break_long_words=False, break_on_hyphens=False)
+        for t in (summary, timing)
+        if t
+    ]
+    lines = [SUMMARY_HEADER, *rows, *(line for note in notes for line in ("", note))]
+    return START + "\n" + "\n".join(lines) + "\n" + END
 
 
 def update_readme(readme: Path | None = None) -> None:

@@ -1,8 +1,9 @@
 import json
+import re
 import subprocess
 import sys
 
-from bnpaper import report
+from bnpaper import config, report
 
 
 def _write(root, nb, ds, claims):
@@ -70,27 +71,66 @@ def test_runner_bad_input_prints_one_error_line_and_exits_2():
         assert len(lines) == 1 and lines[0].startswith("error: ")
 
 
-def test_readme_block_holds_the_table_and_one_key_figure_per_notebook(tmp_path):
+def _summary_rows(block: str) -> list[str]:
+    """The table rows of a README block (without the header and its separator)."""
+    return [line for line in block.splitlines() if line.startswith("| ")][1:]
+
+
+def test_readme_block_is_a_summary_of_at_most_12_rows_linking_to_the_report(tmp_path):
+    picked = {"id": "01.final.flip", "family": "paper", "verdict": "reproduced"}
     _write(
         tmp_path,
         "01_forced_memorization",
         "fashion_mnist",
-        [{"claim": "c", "measured": 1.0, "verdict": "reproduced"}],
+        [
+            {**picked, "claim": "long words", "measured": 0.49, "lo": 0.34, "hi": 0.64},
+            {"id": "01.x", "family": "paper", "verdict": "not reproduced", "claim": "unpicked"},
+            {"id": "01.control.gn", "family": "exploratory", "verdict": "inconclusive"},
+        ],
     )
-    res = tmp_path / "results" / "01_forced_memorization" / "fashion_mnist" / "results.json"
-    res.write_text(
-        json.dumps(
-            {
-                "claims": [{"claim": "c", "measured": 1.0}],
-                "key_figures": ["figures/01/a.png", "figures/01/b.png"],
-            }
-        )
-    )
-    _write(tmp_path, "03_lira", "other_dataset", [{"claim": "not this dataset", "measured": 2.0}])
+    _write(tmp_path, "03_lira", "other_dataset", [{"id": "03.auc.mix0.all", "measured": 2.0}])
     block = report.readme_block(tmp_path)
     assert block.startswith(report.START) and block.endswith(report.END)
-    assert "| 01 | c |" in block and "not this dataset" not in block
-    assert block.count("![") == 1 and "(figures/01/a.png)" in block
+    words = dict((cid, w) for cid, _, w in report.SUMMARY)["01.final.flip"]
+    assert _summary_rows(block) == [f"| 01 | {words} | 0.490 [0.340, 0.640] | **reproduced** |"]
+    assert "[figures/REPORT.md](figures/REPORT.md)" in block
+    text = " ".join(block.split())
+    assert "The paper's claims: 1 reproduced, 1 not reproduced, 0 inconclusive" in text
+    assert "exploratory questions: 0 reproduced, 0 not reproduced, 1 inconclusive" in text
+    assert "Not reproduced besides the rows above: unpicked: n/a." in text
+    assert "All 3 verdict rows" in text  # the other dataset's row is not counted
+
+
+def test_the_committed_readme_block_has_at_most_12_rows_and_links_to_the_report():
+    assert len(report.SUMMARY) <= 12
+    block = report.readme_block()
+    assert 0 < len(_summary_rows(block)) <= 12
+    assert "(figures/REPORT.md)" in block
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_in_the_readme_and_docs_resolves_to_a_file_of_the_repository():
+    root = config.repo_root()
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    assert len(pages) > 1
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists() or root.resolve() not in [file, *file.parents]:
+                broken.append(f"{page.name}: {target}")
+            elif anchor and file.suffix == ".md":
+                heads = re.findall(r"^#+ (.+)$", file.read_text(), re.M)
+                if anchor not in {_anchor(h) for h in heads}:
+                    broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, broken
 
 
 def test_runner_records_run_times_and_the_report_prints_them(tmp_path, monkeypatch):
@@ -110,7 +150,9 @@ def test_runner_records_run_times_and_the_report_prints_them(tmp_path, monkeypat
     assert line.startswith("Run time (quick budget, fashion_mnist, ")
     assert "01 583 s · 03 104 s · total 11.5 min" in line
     assert "the run started from an empty run cache" in line
-    assert line in report.readme_block(tmp_path) and line in report.render(tmp_path)
+    assert line in " ".join(report.readme_block(tmp_path).split()) and line in report.render(
+        tmp_path
+    )
     assert report.run_time_line(tmp_path, "mnist") == ""
     reproduce.write_run_time("01_forced_memorization", "fashion_mnist", "quick", 583.2, 12)
     assert "the run started with 12 cached units" in report.run_time_line(tmp_path)
@@ -155,8 +197,8 @@ def test_a_dead_kernel_is_one_line_naming_the_notebook_and_the_copy(tmp_path, mo
     except reproduce.NotebookFailed as exc:
         msg = str(exc)
     assert (
-        msg
-        == f"notebook 03_lira: the kernel died (out of memory, or killed); executed copy: {tmp_path / '03_lira.ipynb'}"
+        msg == "notebook 03_lira: the kernel died (out of memory, or killed); "
+        f"executed copy: {tmp_path / '03_lira.ipynb'}"
     )
 
 
@@ -180,14 +222,16 @@ def test_report_renders_gamma_sigma_and_no_interval_as_na(tmp_path):
 
 
 def test_every_committed_configuration_lands_in_one_matrix_table(tmp_path):
-    row = lambda v, verdict: {
-        "id": "01.final.flip",
-        "claim": "BN memorizes more",
-        "measured": v,  # noqa: E731
-        "lo": v - 0.1,
-        "hi": v + 0.1,
-        "verdict": verdict,
-    }
+    def row(v, verdict):
+        return {
+            "id": "01.final.flip",
+            "claim": "BN memorizes more",
+            "measured": v,
+            "lo": v - 0.1,
+            "hi": v + 0.1,
+            "verdict": verdict,
+        }
+
     for label, arch, v, verdict in (
         ("fashion_mnist", "lenet", 0.3, "reproduced"),
         ("fashion_mnist.full.arch=resnet20", "resnet20", 0.05, "inconclusive"),
@@ -199,8 +243,8 @@ def test_every_committed_configuration_lands_in_one_matrix_table(tmp_path):
     assert "0.300" in main and "0.050" not in main  # the main table is the reference run's
     matrix = report.matrix_table(tmp_path).splitlines()[2:]
     assert matrix == [
-        "| 01.final.flip: BN memorizes more | fashion_mnist (reference) | lenet | 0.300 [0.200, 0.400] "
-        "| - | **reproduced** |",
+        "| 01.final.flip: BN memorizes more | fashion_mnist (reference) | lenet "
+        "| 0.300 [0.200, 0.400] | - | **reproduced** |",
         "| 01.final.flip: BN memorizes more | fashion_mnist.full.arch=resnet20 | resnet20 "
         "| 0.050 [-0.050, 0.150] | - | **inconclusive** |",
     ]
@@ -238,16 +282,18 @@ def test_the_glance_table_puts_each_configuration_in_a_column_with_estimate_mark
             )
         )
 
-    row = lambda corr, v, verdict: {
-        "id": "01.final." + corr,
-        "claim": f"BN memorizes {corr}",
-        "measured": v,  # noqa: E731
-        "lo": v - 0.1,
-        "hi": v + 0.1,
-        "verdict": verdict,
-        "corruption": corr,
-        "clean_test_acc": {"bn": 0.85, "none": 0.86},
-    }
+    def row(corr, v, verdict):
+        return {
+            "id": "01.final." + corr,
+            "claim": f"BN memorizes {corr}",
+            "measured": v,
+            "lo": v - 0.1,
+            "hi": v + 0.1,
+            "verdict": verdict,
+            "corruption": corr,
+            "clean_test_acc": {"bn": 0.85, "none": 0.86},
+        }
+
     put(
         "fashion_mnist",
         "lenet",
@@ -269,7 +315,7 @@ def test_the_glance_table_puts_each_configuration_in_a_column_with_estimate_mark
     assert lines[5] == "| BN memorizes ood [ood] | 0.100 ?<br>acc 0.85/0.86 | - |"
     conf = report.configurations_table(tmp_path).splitlines()
     assert (
-        "| 01 | mnist_subset.full.arch=resnet20 | full | resnet20 | 4000 | 12 | [0, 1] | bn+none | - | n/a |"
-        in conf
+        "| 01 | mnist_subset.full.arch=resnet20 | full | resnet20 | 4000 | 12 | [0, 1] "
+        "| bn+none | - | n/a |" in conf
     )
     assert "## The matrix at a glance" in report.render(tmp_path)
