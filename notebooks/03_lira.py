@@ -86,7 +86,8 @@ run = notebook.start(globals(), "03_lira")
 
 # %% [markdown]
 # ## Shadow models
-# The package builds the pools, attacks and tables; `plot_lira` draws, `text` writes the tables.
+# The dataset, and the package that does the mechanics: `exposure` (pools, attacks, verdict rows),
+# `size_trend` (the size sweep), `plot_lira` (figures), `text` (tables and readings).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -148,8 +149,9 @@ deltas = exposure.online_deltas(pools, scores, n_boot)
 # %%
 minimums = {m: claims.claim(claims.lira_claim_id(m, "all")).get("threshold") for m in outlier_frac}
 paper_range = claims.claim("03.auc.mix0.all")["paper_range"]
-title = f"online LiRA, {n_shadows} models per norm, {len(seeds)} pool(s) of {n_train}"
-title += "; 95% intervals"
+title = (
+    f"online LiRA, {n_shadows} models per norm, {len(seeds)} pool(s) of {n_train}; 95% intervals"
+)
 fig = plot_lira.delta_auc_figure(outlier_frac, deltas, minimums, paper_range, pools.acc, title)
 run.figure(fig, "delta_auc")
 
@@ -219,9 +221,17 @@ if size_sweep:
 
 # %%
 if size_sweep:
-    title = f"online LiRA, {n_shadows} models per norm and N,\n{len(seeds)} pool(s) per N"
-    fig = plot_lira.size_sweep_figure(sweep, paper_range, title + "; 95% intervals")
-    run.figure(fig, "delta_auc_vs_size")
+    title = (
+        f"online LiRA, {n_shadows} models per norm and N,\n{len(seeds)} pool(s) per N; "
+        "95% intervals"
+    )
+    run.figure(plot_lira.size_sweep_figure(sweep, paper_range, title), "delta_auc_vs_size")
+
+# %% [markdown]
+# What the sweep says, with the value at the paper's N labelled as the extrapolation it is.
+
+# %%
+if size_sweep:
     display(Markdown("**Reading.** " + text.size_reading(sweep, paper_range)))
 
 # %% [markdown]
