@@ -380,6 +380,12 @@ def paired_delta_auc(
     return Estimate(point, lo, hi, sum(len(a) for a, _, _ in data), level, se=se, df=df)
 
 
+def points(e: Estimate) -> Estimate:
+    """An AUC difference (0-1 scale) in AUC points."""
+    se = None if e.se is None else 100 * e.se
+    return Estimate(100 * e.value, 100 * e.lo, 100 * e.hi, e.n, e.level, se=se, df=e.df)
+
+
 def memorization_score(correct: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """Feldman-Zhang memorization mem(i) = P[correct | i IN] - P[correct | i OUT] over the pool.
     correct, keep: (M, N) bool -> (N,) float64; NaN where an example is never OUT (or never IN):
@@ -394,6 +400,14 @@ def memorization_score(correct: np.ndarray, keep: np.ndarray) -> np.ndarray:
 ATTACKS = ("online", "online_fixed", "offline", "offline_fixed", "loss", "rmia")
 
 
+def example_groups(mask: np.ndarray) -> dict[str, np.ndarray]:
+    """The example groups an attack is measured on, (N,) boolean each: "all", and when `mask`
+    (the outliers) holds any example, "outliers" and "inliers"."""
+    mask = np.asarray(mask, bool)
+    groups = {"all": np.ones_like(mask)}
+    return groups | ({"outliers": mask, "inliers": ~mask} if mask.any() else {})
+
+
 def pool_scores(pool, sigma_floor: float = 1e-3) -> dict[str, np.ndarray]:
     """Membership scores (M targets, N examples) of every attack on a shadow pool (each model in
     turn the target, the other M-1 its shadows): four LiRA variants, the loss attack, RMIA."""
@@ -401,21 +415,3 @@ def pool_scores(pool, sigma_floor: float = 1e-3) -> dict[str, np.ndarray]:
     s["loss"] = loss_attack(pool.logp)
     s["rmia"] = rmia(pool.logp, pool.test_logp, pool.keep)
     return s
-
-
-def over_targets(
-    per_seed: list[TargetMetrics],
-    subgroup: str,
-    n_boot: int = 500,
-    metrics=("auc", "balanced_acc", "tpr@0.01", "tpr@0.001"),
-) -> dict[str, Estimate]:
-    """Mean of each metric over the targets of every seed, with a bootstrap interval over
-    targets only (optimistic: targets share shadows)."""
-    from .stats import bootstrap_mean
-
-    return {
-        m: bootstrap_mean(
-            np.concatenate([t.values[subgroup][m] for t in per_seed]), n_boot=n_boot, seed=0
-        )
-        for m in metrics
-    }

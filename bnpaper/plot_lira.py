@@ -1,13 +1,17 @@
-"""Figures of membership inference: delta-AUC, memorization scores, utility, pool size (notebook 03)."""
+"""Notebook 03's figures: delta-AUC, log-log ROC curves, memorization and utility, pool size."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .plots import panels, color, label, legend_below
+from .plots import color, label, legend_below, panels, roc_loglog
+
+if TYPE_CHECKING:
+    from .exposure import Memorization, Pools, RareExposure
+    from .size_trend import SizeSweep
 
 
 def delta_auc_points(
@@ -72,6 +76,92 @@ def delta_auc_points(
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
 
 
+def delta_auc_figure(
+    mixes: Sequence[float],
+    deltas: dict,
+    minimums: dict,
+    paper_range: tuple[float, float] | None,
+    acc: dict,
+    title: str,
+) -> plt.Figure:
+    """The BN - no-BN delta-AUC per outlier mix in one panel (`delta_auc_points`)."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    delta_auc_points(ax, mixes, deltas, minimums, paper_range, acc, title)
+    fig.tight_layout()
+    return fig
+
+
+def _curves(rocs: Mapping, aucs: Mapping, acc: Mapping) -> dict:
+    """Legend {norm: (fpr, tpr)} curves for `plots.roc_loglog`: the mean per-target AUC and the
+    clean test accuracy of each norm in its label."""
+    return {
+        f"{label(n)}: AUC {aucs[n]:.3f}, test acc. {acc[n]:.2f}": (*roc, color(n))
+        for n, roc in rocs.items()
+    }
+
+
+def roc_figure(rocs: dict, table: dict, pools: Pools, mix: float) -> plt.Figure:
+    """Online LiRA's log-log ROC curves at `mix`, a panel per group (`exposure.pooled_rocs`),
+    every target pooled; the legend gives the mean per-target AUC (`table`, the results entry of
+    `exposure.attack_table`) and clean test accuracy."""
+    seed = pools.seeds[0]
+    n_targets = len(pools.shadow[mix, seed, pools.norms[0]].keep)
+    n_out = int(pools.masks[mix, seed].sum())
+    fig, axes = panels(len(rocs), 4.4, 4.6)
+    for ax, (group, by_norm) in zip(axes, rocs.items()):
+        aucs = {n: table[f"{mix}/{n}/{group}/online"]["auc"]["value"] for n in by_norm}
+        n_ex = int(pools.groups(mix, seed)[group].sum())
+        what = "all examples" if group == "all" else "outliers only"
+        roc_loglog(
+            ax,
+            _curves(by_norm, aucs, pools.acc[mix]),
+            f"{what}: {n_ex} examples ({n_out} outliers)\n"
+            f"curve: {n_targets} targets pooled; AUC: mean per target",
+        )
+    fig.tight_layout()
+    return fig
+
+
+def rare_roc_figure(rare: RareExposure, n_targets: int) -> plt.Figure:
+    """Online LiRA's log-log ROC curves on the pools with a rare class: all examples and the
+    rare class's members, with the BN - no-BN delta-AUC in each title."""
+    fig, axes = panels(2, 4.8, 4.8)
+    for ax, g in zip(axes, ("all", "rare")):
+        rocs = {n: rare.roc[n, g] for n in rare.auc}
+        aucs = {n: rare.auc[n][g].value for n in rare.auc}
+        what = "all examples" if g == "all" else "rare members"
+        roc_loglog(
+            ax,
+            _curves(rocs, aucs, rare.acc),
+            f"{what} ({rare.n[g]}) of the pool(s) with a rare class\n"
+            f"BN - no-BN: {rare.delta[g].fmt(1)} AUC points\n"
+            f"curve: {n_targets} targets pooled; AUC: mean per target",
+        )
+    fig.tight_layout()
+    return fig
+
+
+def memorization_utility_figure(mem: Memorization, pools: Pools, mix: float) -> plt.Figure:
+    """Left: memorization scores at `mix`, inliers and outliers apart (`memorization_hists`);
+    right: clean test accuracy against the train-test gap of every model of every mix."""
+    fig, axes = panels(3, 4.2, 3.6)
+    memorization_hists(axes[:2], mem.scores, mem.outliers, pools.acc[mix], f"{mix:.0%} outliers")
+    seeds, models = pools.seeds, pools.shadow
+    scatter = {
+        f"{label(n)}, {m:.0%} outliers": (
+            np.concatenate([models[m, s, n].gap for s in seeds]),
+            np.concatenate([models[m, s, n].test_acc for s in seeds]),
+            color(n),
+            "os^v"[i % 4],
+        )
+        for n in pools.norms
+        for i, m in enumerate(pools.mixes)
+    }
+    accuracy_vs_gap(axes[2], scatter, f"every model ({pools.n_models})")
+    fig.tight_layout()
+    return fig
+
+
 def memorization_hists(
     axes: Sequence[plt.Axes], mem: dict, outliers: np.ndarray, acc: dict, title: str
 ) -> None:
@@ -107,15 +197,17 @@ def accuracy_vs_gap(ax: plt.Axes, points: dict, title: str) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
 
 
-def size_sweep_figure(sw: dict, paper_range: tuple[float, float] | None, title: str) -> plt.Figure:
-    """Notebook 03's size sweep (`bnpaper.exposure.size_sweep`): left, BN - no-BN AUC points per
+def size_sweep_figure(
+    sw: SizeSweep, paper_range: tuple[float, float] | None, title: str
+) -> plt.Figure:
+    """Notebook 03's size sweep (`size_trend.sweep`): left, BN - no-BN AUC points per
     pool size N (log axis) with 95% intervals, the fitted line with its band over the sizes
     measured, dashed to the paper's scale with the extrapolated value as an open marker, the
     paper's magnitude shaded; right, clean test accuracy and train-test gap of BN and no-BN."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     fig, (ax, bx) = panels(2, 4.9, 3.9)
-    sizes, d, trend = sw["sizes"], sw["delta"], sw["trend"]
+    sizes, d, trend = sw.sizes, sw.delta, sw.trend
     if paper_range is not None:
         ax.axhspan(
             *paper_range,
@@ -145,8 +237,8 @@ def size_sweep_figure(sw: dict, paper_range: tuple[float, float] | None, title: 
     )
     ax.fill_between(xs, [e.lo for e in fit], [e.hi for e in fit], color="#1f77b4", alpha=0.18, lw=0)
     ticks = list(sizes)
-    if sw["extrapolated"]:
-        n, pr = sw["n_paper"], sw["predicted"]
+    if sw.extrapolated:
+        n, pr = sw.n_paper, sw.predicted
         xe = np.geomspace(sizes[-1], n, 20)
         ax.plot(xe, [trend.predict(x).value for x in xe], color="#1f77b4", ls="--", lw=1.2)
         ax.errorbar(
@@ -176,14 +268,14 @@ def size_sweep_figure(sw: dict, paper_range: tuple[float, float] | None, title: 
     for norm in ("bn", "none"):
         bx.plot(
             sizes,
-            [sw["acc"][n][norm] for n in sizes],
+            [sw.acc[n][norm] for n in sizes],
             "o-",
             color=color(norm),
             label=f"{label(norm)}: clean test accuracy",
         )
         bx.plot(
             sizes,
-            [sw["gap"][n][norm] for n in sizes],
+            [sw.gap[n][norm] for n in sizes],
             "s--",
             color=color(norm),
             label=f"{label(norm)}: train-test gap",
@@ -195,4 +287,5 @@ def size_sweep_figure(sw: dict, paper_range: tuple[float, float] | None, title: 
         ylabel="accuracy, or gap (train - test accuracy)",
     )
     legend_below(bx, ncol=2)
+    fig.tight_layout()
     return fig

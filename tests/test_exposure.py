@@ -1,6 +1,7 @@
 """Notebook 03's machinery: the shared LiRA pool builder (03 and 05 get the same units), the
-paired delta-AUC over every pool in one bootstrap, and the size sweep (its pools, the weighted
-trend on log2 N, the reading, the figure, the parameter rules)."""
+example groups, the paired delta-AUC over every pool in one bootstrap, the verdict rows, the
+pools with a rare class, and the size sweep (its pools, the weighted trend on log2 N, the
+reading, the figure, the parameter rules)."""
 
 import matplotlib
 
@@ -11,7 +12,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
-from bnpaper import data, exposure, mia, params, plot_lira, plots, shadow, units  # noqa: E402
+from bnpaper import data, exposure, mia, params, plot_lira, plots, shadow, size_trend, text  # noqa: E402
+from bnpaper import units  # noqa: E402
 from bnpaper.config import ConfigError  # noqa: E402
 from bnpaper.mitigation import MitigationConfig  # noqa: E402
 from bnpaper.shadow import ShadowPool  # noqa: E402
@@ -105,10 +107,22 @@ def test_the_rare_mix_keeps_one_class_at_rare_share_of_the_pool():
     assert torch.equal(s.mask, s.y == 2) and int(s.mask.sum()) == data.rare_count(0.1, 100)
 
 
+# ---------------------------------------------------------------- the example groups
+def test_example_groups_split_all_examples_into_outliers_and_inliers_when_there_are_any():
+    mask = np.array([True, False, False, True])
+    groups = mia.example_groups(mask)
+    assert list(groups) == ["all", "outliers", "inliers"] and groups["all"].all()
+    assert (groups["outliers"] == mask).all() and (groups["inliers"] == ~mask).all()
+    assert list(mia.example_groups(np.zeros(4, bool))) == ["all"]  # clean data: one group
+
+
 # ---------------------------------------------------------------- the paired delta-AUC
-class _Keep:
-    def __init__(self, keep):
-        self.keep = keep
+class _Fake:
+    """A shadow pool with only what the delta-AUC and the rows read: keep and utility."""
+
+    def __init__(self, keep, acc=0.8):
+        m = len(keep)
+        self.keep, self.test_acc, self.gap = keep, np.full(m, acc), np.full(m, 0.1)
 
 
 def _synthetic_scores(seed, n=60, m=6, shift_bn=1.0, shift_none=0.3):
@@ -122,18 +136,20 @@ def _synthetic_scores(seed, n=60, m=6, shift_bn=1.0, shift_none=0.3):
 
 
 def test_online_deltas_put_every_pool_into_one_bootstrap_over_pools_targets_examples():
-    scores, pools, seeds = {}, {}, [0, 1, 2]
+    scores, shadows, seeds = {}, {}, [0, 1, 2]
     for sd in seeds:
         keep, s = _synthetic_scores(sd, shift_bn=1.0 + sd)  # pools differ: their spread counts
         for norm in ("bn", "none"):
-            scores[0.0, sd, norm], pools[0.0, sd, norm] = {"online": s[norm]}, _Keep(keep)
-    groups = lambda mix, sd: {"all": np.ones(60, bool)}  # noqa: E731
-    got = exposure.online_deltas(scores, pools, groups, [0.0], seeds, n_boot=200)[0.0, "all"]
+            scores[0.0, sd, norm], shadows[0.0, sd, norm] = {"online": s[norm]}, _Fake(keep)
+    pools = exposure.Pools.of(shadows, {(0.0, sd): np.zeros(60, bool) for sd in seeds})
+    got = exposure.online_deltas(pools, scores, n_boot=200)
+    assert list(got) == [(0.0, "all")]  # clean pools: all examples only
+    got = got[0.0, "all"]
     runs = [
         (
             scores[0.0, sd, "bn"]["online"],
             scores[0.0, sd, "none"]["online"],
-            pools[0.0, sd, "bn"].keep,
+            shadows[0.0, sd, "bn"].keep,
         )
         for sd in seeds
     ]
@@ -143,51 +159,108 @@ def test_online_deltas_put_every_pool_into_one_bootstrap_over_pools_targets_exam
     )
     per_pool = [100 * mia.paired_delta_auc([r], n_boot=200, seed=0).value for r in runs]
     assert got.value == pytest.approx(np.mean(per_pool))
-    one = exposure.points(mia.paired_delta_auc(runs[:1], n_boot=200, seed=0))
+    one = mia.points(mia.paired_delta_auc(runs[:1], n_boot=200, seed=0))
     assert got.hi - got.lo > one.hi - one.lo  # redrawing the pools widens the interval
+
+
+def _control_pools(norms=("bn", "none", "gn", "bn_noaffine")):
+    rng, scores, shadows, seeds = np.random.default_rng(3), {}, {}, [0, 1, 2]
+    mask = np.zeros(60, bool)
+    mask[:6] = True
+    shift = {"bn": 1.6, "none": 0.6, "gn": 2.2, "bn_noaffine": 0.0}  # gn leaks more
+    for sd in seeds:
+        keep = shadow.keep_matrix(6, 60, sd)
+        for norm in norms:
+            scores[0.05, sd, norm] = {"online": rng.normal(size=(6, 60)) + shift[norm] * keep}
+            shadows[0.05, sd, norm] = _Fake(keep)
+    return exposure.Pools.of(shadows, {(0.05, sd): mask for sd in seeds}), scores
 
 
 def test_control_rows_compare_each_control_with_no_bn_on_the_same_targets():
     from bnpaper import memorization
 
-    rng, scores, pools, seeds = np.random.default_rng(3), {}, {}, [0, 1, 2]
-    mask = np.zeros(60, bool)
-    mask[:6] = True
-    for sd in seeds:
-        keep = shadow.keep_matrix(6, 60, sd)
-        shift = {
-            "bn": 1.6,
-            "none": 0.6,
-            "gn": 2.2,
-            "bn_noaffine": 0.0,
-        }  # gn leaks more, fixed-gamma BN less
-        for norm, k in shift.items():
-            scores[0.05, sd, norm] = {"online": rng.normal(size=(6, 60)) + k * keep}
-            pools[0.05, sd, norm] = _Keep(keep)
-    groups = lambda mix, sd: {"all": np.ones(60, bool), "outliers": mask, "inliers": ~mask}  # noqa: E731
-    acc = {0.05: {"bn": 0.8, "none": 0.8, "gn": 0.8, "bn_noaffine": 0.8}}
-    gap = {0.05: {n: 0.1 for n in acc[0.05]}}
-    norms = ["bn", "none", "gn", "bn_noaffine"]
-    rows = exposure.control_rows(
-        scores, pools, groups, [0.05], seeds, norms, 200, acc, gap, dataset="toy"
-    )
-    assert [(r["id"], r["subgroup"]) for r in rows] == [
+    pools, scores = _control_pools()
+    rows = exposure.control_rows(pools, scores, 200, dataset="toy")
+    assert [(r.id, r.fields["subgroup"]) for r in rows] == [
         ("03.control.gn", "all"),
         ("03.control.gn", "outliers"),
         ("03.control.bn_noaffine", "all"),
         ("03.control.bn_noaffine", "outliers"),
     ]
-    want = exposure.online_deltas(scores, pools, groups, [0.05], seeds, 200, norm="gn")[0.05, "all"]
-    assert rows[0]["measured"] == pytest.approx(want.value) and rows[0]["measured"] > 10
-    assert rows[0]["verdict"] == "reproduced" and rows[2]["verdict"] == "not reproduced"
-    assert rows[0]["family"] == "exploratory" and "5% outlier mix (all)" in rows[0]["claim"]
+    want = exposure.online_deltas(pools, scores, 200, norm="gn")[0.05, "all"]
+    assert rows[0].measured == pytest.approx(want.value) and rows[0].measured > 10
+    assert rows[0].verdict == "reproduced" and rows[2].verdict == "not reproduced"
+    assert rows[0].family == "exploratory" and "5% outlier mix (all)" in rows[0].claim
     reading = memorization.controls_reading(rows, "03.control.", "case", "the attack's AUC")
     assert reading[0].startswith("5% mix, all examples: GroupNorm reproduced")
     assert "the learned gamma carries the attack's AUC" in reading[0]
-    assert (
-        exposure.control_rows(scores, pools, groups, [0.05], seeds, ["bn", "none"], 200, acc, gap)
-        == []
+    pools, scores = _control_pools(("bn", "none"))
+    assert exposure.control_rows(pools, scores, 200) == []
+
+
+def test_verdict_rows_judge_every_mix_and_group_but_the_inliers_then_the_controls():
+    pools, scores = _control_pools()
+    deltas = exposure.online_deltas(pools, scores, 200)
+    rows = exposure.verdict_rows(
+        pools, scores, deltas, None, None, 200, 0.02, dataset="toy", budget="ci"
     )
+    assert [r.id for r in rows] == [
+        "03.auc.mix5.all",
+        "03.auc.outliers",
+        "03.control.gn",
+        "03.control.gn",
+        "03.control.bn_noaffine",
+        "03.control.bn_noaffine",
+    ]
+    assert all(r.fields["dataset"] == "toy" and r.fields["budget"] == "ci" for r in rows)
+    first = rows[0]
+    assert first.measured == pytest.approx(deltas[0.05, "all"].value)
+    assert first.fields["clean_test_acc"] == pytest.approx({n: 0.8 for n in pools.norms})
+    assert first.fields["mix"] == "5%" and first.fields["outlier_frac"] == 0.05
+
+
+def test_attack_table_gives_every_attack_per_mix_norm_and_group_and_shows_four():
+    rng = np.random.default_rng(0)
+    keep = shadow.keep_matrix(4, 40, 0)
+    mask = np.arange(40) < 10
+    shadows = {(0.1, 0, n): _Fake(keep, acc) for n, acc in (("bn", 0.8), ("none", 0.7))}
+    pools = exposure.Pools.of(shadows, {(0.1, 0): mask})
+    scores = {k: {a: rng.normal(size=(4, 40)) + 2.0 * keep for a in mia.ATTACKS} for k in shadows}
+    table = exposure.attack_table(pools, exposure.target_metrics(pools, scores), n_boot=50)
+    assert len(table) == 2 * 3 * len(mia.ATTACKS)  # norms x groups x attacks
+    row = table["0.1/none/outliers/online"]
+    assert row["n_nonmembers"] == int((~keep[0][mask]).sum())
+    assert row["clean_test_acc"] == pytest.approx(0.7)
+    assert row["auc"]["value"] > 0.5
+    md = text.attack_table(table).splitlines()
+    assert len(md) == 2 + 2 * 3 * len(text.LIRA_SHOWN_ATTACKS)
+    assert md[2].startswith("| 10% | BN | all | online | ") and "| n/r |" in md[-1]
+
+
+def test_rare_exposure_measures_the_rare_members_apart_from_the_rest():
+    m, n = 8, 40
+    keep = shadow.keep_matrix(m, n, seed=0)
+    rare = np.zeros(n, bool)
+    rare[:10] = True
+    rng = np.random.default_rng(0)
+
+    def pool(sep):  # phi: members of the rare class stand out by `sep` when IN, the rest do not
+        fake = _Fake(keep)
+        fake.phi = rng.normal(0, 1, (m, n, 1)) + sep * (keep & rare)[..., None]
+        fake.correct = keep | ~rare
+        return fake
+
+    shadows = {("rare", 0, "bn"): pool(6.0), ("rare", 0, "none"): pool(0.0)}
+    pools = exposure.Pools.of(shadows, {("rare", 0): rare})
+    rx = exposure.rare_exposure(pools, sigma_floor=1e-3, n_boot=50)
+    assert rx.auc["bn"]["rare"].value > 0.85 and abs(rx.auc["none"]["rare"].value - 0.5) < 0.2
+    assert rx.delta["rare"].value > 30 and abs(rx.delta["common"].value) < 15  # AUC points
+    assert rx.mem["bn"]["rare"] == pytest.approx(1.0) and rx.mem["bn"]["common"] == 0.0
+    assert rx.n == {"all": 40, "rare": 10, "common": 30}
+    assert rx.results()["delta_auc_points"]["rare"]["value"] == rx.delta["rare"].value
+    assert len(text.rare_table(rx).splitlines()) == 2 + 2 * 3
+    fig = plot_lira.rare_roc_figure(rx, m)
+    assert plots.audit(fig) == []
 
 
 # ---------------------------------------------------------------- the trend
@@ -196,7 +269,7 @@ SIZES = [500, 1000, 2000, 4000]
 
 def test_an_exact_line_gives_its_slope_and_the_weighted_closed_form_interval():
     est = [Estimate(10 - 2 * k, 9 - 2 * k, 11 - 2 * k, 16, se=1.0) for k in range(4)]
-    t = exposure.fit_trend(SIZES, est)
+    t = size_trend.fit_trend(SIZES, est)
     # x = log2 N = 8.97 + (0, 1, 2, 3): sum (x - mean)^2 = 5, so se(slope) = 1/sqrt(5); no scatter
     assert t.slope.value == pytest.approx(-2) and t.chi2_red == pytest.approx(0, abs=1e-18)
     assert t.df is None and t.slope.se == pytest.approx(1 / np.sqrt(5))
@@ -209,7 +282,7 @@ def test_an_exact_line_gives_its_slope_and_the_weighted_closed_form_interval():
 
 def test_scatter_beyond_the_standard_errors_gives_ordinary_least_squares_with_a_t_interval():
     y = [7.0, 6.1, 3.2, 2.9]
-    t = exposure.fit_trend(SIZES, [Estimate(v, v - 0.02, v + 0.02, 16, se=0.01) for v in y])
+    t = size_trend.fit_trend(SIZES, [Estimate(v, v - 0.02, v + 0.02, 16, se=0.01) for v in y])
     ols = sps.linregress(np.log2(SIZES), y)
     assert t.slope.value == pytest.approx(ols.slope) and t.slope.se == pytest.approx(ols.stderr)
     assert t.df == 2 and t.slope.lo == pytest.approx(ols.slope - sps.t.ppf(0.975, 2) * ols.stderr)
@@ -217,24 +290,24 @@ def test_scatter_beyond_the_standard_errors_gives_ordinary_least_squares_with_a_
 
 def test_weights_are_one_over_the_variance_like_numpy_polyfit():
     y, se = [7.0, 6.1, 3.2, 2.9], [0.5, 1.0, 2.0, 4.0]
-    t = exposure.fit_trend(SIZES, [Estimate(v, v - 1, v + 1, 16, se=s) for v, s in zip(y, se)])
+    t = size_trend.fit_trend(SIZES, [Estimate(v, v - 1, v + 1, 16, se=s) for v, s in zip(y, se)])
     slope, intercept = np.polyfit(np.log2(SIZES), y, 1, w=1 / np.asarray(se))
     assert (t.slope.value, t.intercept) == pytest.approx((slope, intercept))
     with pytest.raises(ValueError, match="at least 3 sizes"):
-        exposure.fit_trend(SIZES[:2], [Estimate(1, 0, 2, 1, se=1)] * 2)
+        size_trend.fit_trend(SIZES[:2], [Estimate(1, 0, 2, 1, se=1)] * 2)
 
 
 # ---------------------------------------------------------------- the size sweep
 def test_size_pools_reuse_the_main_clean_pools_at_n_train_and_build_the_rest(monkeypatch):
     calls = []
     monkeypatch.setattr(
-        exposure.units,
+        size_trend.units,
         "lira_pool",
         lambda ds, p, mix, s, norm, n_train: calls.append((mix, s, norm, n_train)) or "new",
     )
     main = {(0.0, s, n): object() for s in (0, 1) for n in ("bn", "none", "gn")}
     p = {"size_sweep": [64, 128, 256, 512], "seeds": [0, 1], "n_train": 512}
-    got = exposure.size_pools("ds", p, main)
+    got = size_trend.size_pools("ds", p, main)
     assert set(got) == {
         (n, s, norm) for n in p["size_sweep"] for s in (0, 1) for norm in ("bn", "none")
     }
@@ -274,32 +347,33 @@ def _sweep(shift_bn):
         for s in (0, 1)
     }
     p = {"size_sweep": sizes, "seeds": [0, 1], "n_train": 512, "dataset": "fashion_mnist"}
-    return exposure.size_sweep(pools, p, sigma_floor=1e-3, n_boot=200)
+    return size_trend.sweep(pools, p, sigma_floor=1e-3, n_boot=200)
 
 
 def test_a_bn_advantage_that_shrinks_with_n_reads_as_a_fall_extrapolated_to_the_paper():
     sw = _sweep([2.0, 1.4, 0.9, 0.5])
-    d = [sw["delta"][n].value for n in sw["sizes"]]
+    d = [sw.delta[n].value for n in sw.sizes]
     assert all(a > b for a, b in zip(d, d[1:])) and d[-1] > 0
-    assert sw["fall"].value == pytest.approx(-sw["trend"].slope.value) and sw["fall"].lo > 0
-    assert sw["fall"].lo == pytest.approx(-sw["trend"].slope.hi)
-    assert sw["n_paper"] == 60_000 and sw["extrapolated"] and sw["reused"] == [512]
-    assert "it falls" in sw["reading"] and "*Extrapolated* 6.9 doublings" in sw["reading"]
-    assert sw["acc"][64] == pytest.approx({"bn": 0.8, "none": 0.75})
-    assert sw["gap"][512]["bn"] == pytest.approx(0.1)
-    assert sw["row"]["clean_test_acc"] == pytest.approx(
+    assert sw.fall.value == pytest.approx(-sw.trend.slope.value) and sw.fall.lo > 0
+    assert sw.fall.lo == pytest.approx(-sw.trend.slope.hi)
+    assert sw.n_paper == 60_000 and sw.extrapolated and sw.reused == (512,)
+    reading = text.size_reading(sw)
+    assert "it falls" in reading and "*Extrapolated* 6.9 doublings" in reading
+    assert sw.acc[64] == pytest.approx({"bn": 0.8, "none": 0.75})
+    assert sw.gap[512]["bn"] == pytest.approx(0.1)
+    assert sw.row_fields()["clean_test_acc"] == pytest.approx(
         {"BN, N=64": 0.8, "no-BN, N=64": 0.75, "BN, N=512": 0.8, "no-BN, N=512": 0.75}
     )
-    assert "(main pools)" in sw["table"].splitlines()[-1]
+    assert sw.results()["reused_main_pools"] == [512]
+    assert "(main pools)" in text.size_table(sw).splitlines()[-1]
     fig = plot_lira.size_sweep_figure(sw, (3.0, 5.0), "title")
-    fig.tight_layout()
     assert plots.audit(fig) == []
 
 
 def test_a_flat_advantage_shows_no_trend():
     sw = _sweep([1.0, 1.0, 1.0, 1.0])
-    s = sw["trend"].slope
-    assert s.lo < 0 < s.hi and "shows no trend" in sw["reading"]
+    s = sw.trend.slope
+    assert s.lo < 0 < s.hi and "shows no trend" in text.size_reading(sw)
 
 
 # ---------------------------------------------------------------- the parameter
