@@ -124,6 +124,7 @@ def assignments(source: str) -> dict[str, Any]:
 
 
 def params_file(name: str) -> Path:
+    """The path of params/<name>.yaml (a dataset's or a budget's file)."""
     return repo_root() / "params" / f"{name}.yaml"
 
 
