@@ -77,6 +77,12 @@ def seed_everything(seed: int) -> torch.Generator:
 
 
 # ---------------------------------------------------------------- checks
+def require(cond: bool, message: str) -> None:
+    """Raise one `ConfigError` with `message` unless `cond` holds."""
+    if not cond:
+        raise ConfigError(message)
+
+
 def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
     """`value` must be one of `allowed`."""
     allowed = list(allowed)
@@ -147,16 +153,22 @@ def check_int_list(name: str, values: Any, lo: int = 0, min_len: int = 1) -> lis
 DEVICES = ("auto", "cpu", "cuda")
 
 
+def check_device(name: str, value: Any) -> str:
+    """`value` must be one of DEVICES; 'cuda' only where torch sees a GPU."""
+    check_choice(name, value, DEVICES)
+    require(
+        value != "cuda" or torch.cuda.is_available(),
+        f"{name}='cuda' but torch sees no GPU on this machine (torch.cuda.is_available() is "
+        f"False); allowed here: 'auto' (the CPU when there is no GPU) or 'cpu'",
+    )
+    return value
+
+
 def resolve_device(name: str) -> str:
     """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'; 'cuda' without a GPU is an error."""
-    check_choice("device", name, DEVICES)
+    check_device("device", name)
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(
-            "device='cuda' but torch sees no GPU (torch.cuda.is_available() is "
-            "False); use device='auto' or 'cpu'"
-        )
     return name
 
 

@@ -76,10 +76,11 @@ class Run:
 
 
 def start(namespace: dict, notebook: str, quiet: bool = False) -> Run:
-    """Resolve the notebook's parameters exactly as the runner does (defaults, params/<dataset>.yaml,
-    params/<budget>.yaml, then every value set explicitly: papermill's injected ones and any value
-    edited in the parameters cell), check them, write the resolved values back into `namespace`,
-    print where outputs go and the environment, and return the `Run`."""
+    """Resolve the notebook's parameters exactly as the runner does (defaults,
+    params/<dataset>.yaml, params/<budget>.yaml, then every value set explicitly: papermill's
+    injected ones and any value edited in the parameters cell), check them, write the resolved
+    values back into `namespace`, print where outputs go and the environment, and return the
+    `Run`."""
     notebook = _params.notebook_name(notebook)
     defaults = _params.defaults(notebook)
     injected = _injected_names(namespace)
@@ -115,13 +116,12 @@ def start(namespace: dict, notebook: str, quiet: bool = False) -> Run:
 def check_data(p: dict[str, Any]) -> None:
     """Fail before any training when the dataset, or the OOD source the run injects, is missing
     (one clear error saying where it looked and how to get it)."""
-    from .data import locate
+    from .sources import locate
 
     if not p.get("download"):
         locate(p["dataset"])
     kinds = [
         p.get("outlier_kind"),
-        p.get("lira_corruption"),
         *(p["corruption"] if isinstance(p.get("corruption"), list) else [p.get("corruption")]),
     ]
     if "ood" in kinds and p.get("ood_source") not in (None, "noise", "digits"):

@@ -1,3 +1,4 @@
+import gzip
 import hashlib
 from pathlib import Path
 
@@ -5,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from bnpaper import data
+from bnpaper import data, sources
+from bnpaper.datasets import DatasetSpec
 from bnpaper.config import ConfigError
 
 
@@ -18,7 +20,7 @@ def _write_mnist_like(folder: Path, n_train=30, n_test=10, seed=0):
         "t10k-labels-idx1-ubyte": rng.integers(0, 10, n_test, dtype=np.uint8),
     }
     for stem, arr in arrays.items():
-        data.write_idx(folder / f"{stem}.gz", arr)
+        sources.write_idx(folder / f"{stem}.gz", arr)
     return arrays
 
 
@@ -28,23 +30,72 @@ def _trust_files(monkeypatch, name, folder):
     monkeypatch.setitem(
         data.DATASETS,
         name,
-        data.DatasetSpec(**{**spec.__dict__, "md5": md5, "raw_sha256": {}, "system_dirs": ()}),
+        DatasetSpec(**{**spec.__dict__, "md5": md5, "raw_sha256": {}, "system_dirs": ()}),
     )
 
 
 def test_idx_round_trip_gzipped_and_plain(tmp_path):
     arr = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
-    data.write_idx(tmp_path / "a.gz", arr)
-    data.write_idx(tmp_path / "b", arr, compress=False)
-    assert np.array_equal(data.read_idx(tmp_path / "a.gz"), arr)
-    assert np.array_equal(data.read_idx(tmp_path / "b"), arr)
+    sources.write_idx(tmp_path / "a.gz", arr)
+    sources.write_idx(tmp_path / "b", arr, compress=False)
+    assert np.array_equal(sources.read_idx(tmp_path / "a.gz"), arr)
+    assert np.array_equal(sources.read_idx(tmp_path / "b"), arr)
 
 
 def test_truncated_idx_is_a_clear_error(tmp_path):
-    data.write_idx(tmp_path / "a", np.zeros((4, 5), np.uint8), compress=False)
+    sources.write_idx(tmp_path / "a", np.zeros((4, 5), np.uint8), compress=False)
     (tmp_path / "a").write_bytes((tmp_path / "a").read_bytes()[:-3])
-    with pytest.raises(data.ChecksumError, match="truncated"):
-        data.read_idx(tmp_path / "a")
+    with pytest.raises(ValueError, match="truncated"):
+        sources.read_idx(tmp_path / "a")
+
+
+def _cut(path: Path) -> None:
+    """Keep the first half of a file, as an interrupted copy or download does."""
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def test_a_cut_gzip_in_the_system_folder_names_the_file_and_the_package_to_reinstall(
+    tmp_path, monkeypatch
+):
+    """Debian's re-compressed Fashion-MNIST is checked by the sha256 of its decompressed content:
+    a cut file fails to read there, and the error says which file and how to restore it."""
+    system = tmp_path / "usr" / "share" / "datasets" / "fashion-mnist"
+    _write_mnist_like(system)
+    raw = {p.name: hashlib.sha256(gzip.open(p).read()).hexdigest() for p in system.iterdir()}
+    spec = data.DATASETS["fashion_mnist"].__dict__
+    monkeypatch.setitem(
+        data.DATASETS,
+        "fashion_mnist",
+        DatasetSpec(**{**spec, "md5": {}, "raw_sha256": raw, "system_dirs": (str(system),)}),
+    )
+    _cut(system / "train-labels-idx1-ubyte.gz")
+    with pytest.raises(sources.DataFileError) as err:
+        data.load_dataset("fashion_mnist", root=tmp_path / "data")
+    msg = str(err.value)
+    assert str(system / "train-labels-idx1-ubyte.gz") in msg and "failed to read" in msg
+    assert "EOFError" in msg and "apt-get install --reinstall dataset-fashion-mnist" in msg
+    assert isinstance(err.value, ConfigError)  # shown as one line in a notebook
+
+
+def test_a_cut_gzip_in_the_data_folder_says_delete_and_download_again(tmp_path):
+    folder = tmp_path / "data" / "FashionMNIST" / "raw"
+    _write_mnist_like(folder)
+    _cut(folder / "t10k-images-idx3-ubyte.gz")
+    with pytest.raises(sources.DataFileError) as err:
+        data.load_dataset("fashion_mnist", root=tmp_path / "data", verify=False)
+    msg = str(err.value)
+    assert str(folder / "t10k-images-idx3-ubyte.gz") in msg and "failed to read" in msg
+    assert "delete it, then run again with download=True" in msg
+
+
+def test_a_corrupt_cifar_batch_is_one_error_naming_it(tmp_path, monkeypatch):
+    folder = tmp_path / "data" / "cifar-100-python"
+    x = np.zeros((3, 3, 32, 32), np.uint8)
+    sources.write_cifar_batch(folder / "train", x, [5, 99, 0], fine=True)
+    (folder / "test").write_bytes(b"not a pickle")
+    _trust_files(monkeypatch, "cifar100", folder)
+    with pytest.raises(sources.DataFileError, match=r"test failed to read \(UnpicklingError"):
+        data.load_dataset("cifar100", root=tmp_path / "data")
 
 
 def test_mnist_files_in_torchvision_layout_load_with_checksums(tmp_path, monkeypatch):
@@ -61,9 +112,12 @@ def test_corrupted_file_fails_checksum(tmp_path, monkeypatch):
     folder = tmp_path / "data" / "FashionMNIST" / "raw"
     _write_mnist_like(folder)
     _trust_files(monkeypatch, "fashion_mnist", folder)
-    data.write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.ones(10, np.uint8))  # changed content
-    with pytest.raises(data.ChecksumError, match="checksum"):
+    changed = folder / "t10k-labels-idx1-ubyte.gz"
+    sources.write_idx(changed, np.ones(10, np.uint8))  # a readable file with other content
+    with pytest.raises(sources.ChecksumError) as err:
         data.load_dataset("fashion_mnist", root=tmp_path / "data")
+    msg = str(err.value)
+    assert str(changed) in msg and "failed its checksum" in msg and "download=True" in msg
 
 
 def test_cifar_pickled_batches_load(tmp_path, monkeypatch):
@@ -73,7 +127,7 @@ def test_cifar_pickled_batches_load(tmp_path, monkeypatch):
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
         x = rng.integers(0, 256, (4, 3, 32, 32), dtype=np.uint8)
         y = rng.integers(0, 10, 4)
-        data.write_cifar_batch(folder / name, x, y)
+        sources.write_cifar_batch(folder / name, x, y)
         parts.append((x, y))
     _trust_files(monkeypatch, "cifar10", folder)
     ds = data.load_dataset("cifar10", root=tmp_path / "data")
@@ -85,8 +139,8 @@ def test_cifar_pickled_batches_load(tmp_path, monkeypatch):
 def test_cifar100_fine_labels_load(tmp_path, monkeypatch):
     folder = tmp_path / "data" / "cifar-100-python"
     x = np.zeros((3, 3, 32, 32), np.uint8)
-    data.write_cifar_batch(folder / "train", x, [5, 99, 0], fine=True)
-    data.write_cifar_batch(folder / "test", x[:1], [42], fine=True)
+    sources.write_cifar_batch(folder / "train", x, [5, 99, 0], fine=True)
+    sources.write_cifar_batch(folder / "test", x[:1], [42], fine=True)
     _trust_files(monkeypatch, "cifar100", folder)
     ds = data.load_dataset("cifar100", root=tmp_path / "data")
     assert ds.y_train.tolist() == [5, 99, 0] and ds.n_classes == 100
@@ -296,9 +350,9 @@ def test_download_then_load_uses_the_torchvision_layout(tmp_path, monkeypatch):
     monkeypatch.setitem(
         data.DATASETS,
         "mnist",
-        data.DatasetSpec(**{**data.DATASETS["mnist"].__dict__, "system_dirs": ()}),
+        DatasetSpec(**{**data.DATASETS["mnist"].__dict__, "system_dirs": ()}),
     )
-    with pytest.raises(data.ChecksumError):  # the fake files do not match MNIST's md5s
+    with pytest.raises(sources.ChecksumError):  # the fake files do not match MNIST's md5s
         data.load_dataset("mnist", root=tmp_path / "d", download=True)
     assert (tmp_path / "d" / "MNIST" / "raw" / "train-images-idx3-ubyte.gz").exists()
 
@@ -322,5 +376,5 @@ def test_mnist_subset_is_mlxtends_5000_images_split_400_100_per_class():
 def test_split_subset_keeps_the_first_per_class_in_file_order():
     x = np.arange(10)
     y = np.array([0, 1, 0, 1, 0, 1, 0, 1, 0, 1])
-    xtr, ytr, xte, yte = data.split_subset(x, y, 2, 3)
+    xtr, ytr, xte, yte = sources.split_subset(x, y, 2, 3)
     assert xtr.tolist() == [0, 1, 2, 3, 4, 5] and xte.tolist() == [6, 7, 8, 9]
