@@ -1,4 +1,4 @@
-"""Estimate the GPU hours of a budget from measured FLOPs (README, "GPU hours").
+"""Estimate the GPU hours of a budget from measured FLOPs (docs/scaling.md, "GPU hours").
 
     .venv/bin/python bench/gpu_hours.py [--dataset cifar10] [--budget paper] [--tflops 10 30]
 

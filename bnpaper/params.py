@@ -23,7 +23,6 @@ from typing import Any, Mapping
 import yaml
 
 from .config import NOTEBOOKS, ConfigError, repo_root, require
-from .declarations import DATASET_SIZES as DATASET_SIZES  # exposure.PAPER_SIZE reads it here
 from .declarations import DECLARATIONS, check_values
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from scipy import stats as _sps
 
 from . import mia, units
-from .params import DATASET_SIZES
+from .declarations import DATASET_SIZES
 from .plots import label
 from .shadow import ShadowPool
 from .stats import Estimate

@@ -42,7 +42,7 @@
 #
 # **Scale.** `papermill notebooks/03_lira.ipynb out.ipynb -p dataset cifar10` runs
 # `params/cifar10.yaml`; `-p executor dask://host:port` spreads the shadows over a Dask cluster
-# (README); `-p device cuda`.
+# ([docs/scaling.md](../docs/scaling.md)); `-p device cuda`.
 #
 # **The reference run's outputs:** [figures](../figures/03_lira/fashion_mnist/) ·
 # [this notebook, executed](../figures/03_lira/fashion_mnist/03_lira.html) (static HTML) ·

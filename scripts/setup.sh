@@ -41,7 +41,7 @@ if viewers.get("python") != "Jupytext Notebook":
     path.write_text(json.dumps(settings, indent=2) + "\n")
 PY
 .venv/bin/python -c "from bnpaper import data; print('[setup] fashion_mnist found in', data.locate('fashion_mnist'))" \
-  || echo "[setup] Fashion-MNIST not found: see README (Data)"
+  || echo "[setup] Fashion-MNIST not found: see docs/data.md"
 # git checks files out in no particular order: give each paired .ipynb its .py's timestamp so
 # that jupytext (JupyterLab, papermill) sees the pairs as in sync (the test checks the contents)
 for src in notebooks/*.py; do touch -r "$src" "${src%.py}.ipynb"; done
