@@ -3,7 +3,7 @@ import re
 import subprocess
 import sys
 
-from bnpaper import config, report
+from bnpaper import config, report, results_tables
 
 
 def _write(root, nb, ds, claims):
@@ -49,7 +49,7 @@ def test_report_table_has_one_row_per_claim_with_interval_accuracy_and_verdict(t
             }
         ],
     )
-    rows = report.table(tmp_path).splitlines()[2:]
+    rows = results_tables.table(tmp_path).splitlines()[2:]
     assert rows == [
         "| 01 | BN memorizes more | higher | 0.123 [0.050, 0.200] acc. | bn: 0.900, none: 0.880 "
         "| toy / ci | **reproduced** |",
@@ -146,16 +146,16 @@ def test_runner_records_run_times_and_the_report_prints_them(tmp_path, monkeypat
     assert reproduce.cache_entries() == 1
     reproduce.write_run_time("01_forced_memorization", "fashion_mnist", "quick", 583.2, 0)
     reproduce.write_run_time("03_lira", "fashion_mnist", "quick", 104.0, 3)
-    line = report.run_time_line(tmp_path)
+    line = results_tables.run_time_line(tmp_path)
     assert line.startswith("Run time (quick budget, fashion_mnist, ")
     assert "01 583 s · 03 104 s · total 11.5 min" in line
     assert "the run started from an empty run cache" in line
     assert line in " ".join(report.readme_block(tmp_path).split()) and line in report.render(
         tmp_path
     )
-    assert report.run_time_line(tmp_path, "mnist") == ""
+    assert results_tables.run_time_line(tmp_path, "mnist") == ""
     reproduce.write_run_time("01_forced_memorization", "fashion_mnist", "quick", 583.2, 12)
-    assert "the run started with 12 cached units" in report.run_time_line(tmp_path)
+    assert "the run started with 12 cached units" in results_tables.run_time_line(tmp_path)
 
 
 def test_verdict_cell_carries_the_magnitude_note(tmp_path):
@@ -176,7 +176,7 @@ def test_verdict_cell_carries_the_magnitude_note(tmp_path):
         ],
     )
     assert (
-        report.table(tmp_path)
+        results_tables.table(tmp_path)
         .splitlines()[-1]
         .endswith("| **reproduced** (larger than the paper's 3-5) |")
     )
@@ -217,7 +217,7 @@ def test_report_renders_gamma_sigma_and_no_interval_as_na(tmp_path):
             }
         ],
     )
-    row = report.table(tmp_path).splitlines()[-1]
+    row = results_tables.table(tmp_path).splitlines()[-1]
     assert "\\|γ\\|/σ > 1" in row and "0.900 (no interval: n/a)" in row and "inf" not in row
 
 
@@ -239,9 +239,9 @@ def test_every_committed_configuration_lands_in_one_matrix_table(tmp_path):
         p = tmp_path / "results" / "01_forced_memorization" / label / "results.json"
         p.parent.mkdir(parents=True)
         p.write_text(json.dumps({"params": {"arch": arch}, "claims": [row(v, verdict)]}))
-    main = report.table(tmp_path)
+    main = results_tables.table(tmp_path)
     assert "0.300" in main and "0.050" not in main  # the main table is the reference run's
-    matrix = report.matrix_table(tmp_path).splitlines()[2:]
+    matrix = results_tables.matrix_table(tmp_path).splitlines()[2:]
     assert matrix == [
         "| 01.final.flip: BN memorizes more | fashion_mnist (reference) | lenet "
         "| 0.300 [0.200, 0.400] | - | **reproduced** |",
@@ -255,7 +255,7 @@ def test_every_committed_configuration_lands_in_one_matrix_table(tmp_path):
 
 def test_no_matrix_section_when_only_the_reference_is_committed(tmp_path):
     _write(tmp_path, "01_forced_memorization", "fashion_mnist", [{"claim": "c", "measured": 1.0}])
-    assert report.matrix_table(
+    assert results_tables.matrix_table(
         tmp_path
     ) == "" and "## Every committed configuration" not in report.render(tmp_path)
 
@@ -303,7 +303,7 @@ def test_the_glance_table_puts_each_configuration_in_a_column_with_estimate_mark
     put(
         "mnist_subset.full.arch=resnet20", "resnet20", "full", [row("flip", -0.2, "not reproduced")]
     )
-    lines = report.glance_tables(tmp_path).splitlines()
+    lines = results_tables.glance_tables(tmp_path).splitlines()
     assert lines[0] == "### 01_forced_memorization"
     assert (
         lines[2] == "| claim | fashion_mnist<br>lenet<br>quick | mnist_subset<br>resnet20<br>full |"
@@ -313,7 +313,7 @@ def test_the_glance_table_puts_each_configuration_in_a_column_with_estimate_mark
         == "| BN memorizes flip [flip] | 0.300 ✓<br>acc 0.85/0.86 | -0.200 ✗<br>acc 0.85/0.86 |"
     )
     assert lines[5] == "| BN memorizes ood [ood] | 0.100 ?<br>acc 0.85/0.86 | - |"
-    conf = report.configurations_table(tmp_path).splitlines()
+    conf = results_tables.configurations_table(tmp_path).splitlines()
     assert (
         "| 01 | mnist_subset.full.arch=resnet20 | full | resnet20 | 4000 | 12 | [0, 1] "
         "| bn+none | - | n/a |" in conf
