@@ -27,6 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .claims import Verdict
+from .gamma_sigma import gamma_sigma
 from .stats import Estimate, bootstrap_mean, t_mean, t_paired_diff
 
 # ---------------------------------------------------------------- symbols
@@ -338,54 +339,6 @@ def toy_test_accuracy(model: Toy, cfg: ToyConfig, n: int = 1000) -> float:
 
     x, y, _ = toy_data(replace(cfg, seed=cfg.seed + 10_000, n_typical=n, n_outliers=0), False)
     return float((model.margins(x, y) > 0).float().mean())
-
-
-# ---------------------------------------------------------------- trained networks
-@torch.no_grad()
-def gamma_sigma(
-    model: nn.Module, x: torch.Tensor, batch_size: int = 128, n_batches: int = 4
-) -> list[dict]:
-    """Per BN layer: |gamma|/sigma per channel (the factor is its square), sigma from the running variance and from batch
-    statistics (median over `n_batches` batches of `x`: (N, C, H, W), normalized images)."""
-    from .models import bn_layers
-
-    n_batches = max(1, min(n_batches, len(x) // batch_size))  # whole batches only
-    layers = bn_layers(model)
-    seen: dict[str, list[torch.Tensor]] = {name: [] for name, _ in layers}
-    hooks = []
-    for name, layer in layers:
-
-        def hook(mod, inp, out, name=name):
-            v = inp[0].transpose(0, 1).reshape(inp[0].shape[1], -1)
-            seen[name].append((v.var(1, unbiased=False) + mod.eps).sqrt())
-
-        hooks.append(layer.register_forward_hook(hook))
-    was, moms = model.training, [layer.momentum for _, layer in layers]
-    model.train()  # training-mode forward: each BN layer normalizes by these batch statistics
-    for _, layer in layers:
-        layer.momentum = 0.0  # ... while its running statistics stay unchanged
-    for k in range(n_batches):
-        model(x[k * batch_size : (k + 1) * batch_size])
-    for h, (_, layer), mom in zip(hooks, layers, moms):
-        h.remove()
-        layer.momentum = mom
-    model.train(was)
-    out = []
-    for name, layer in layers:
-        gam = layer.weight.abs() if layer.weight is not None else torch.ones(layer.num_features)
-        s_run = (layer.running_var + layer.eps).sqrt()
-        s_batch = torch.stack(seen[name]).median(0).values
-        out.append(
-            {
-                "layer": name,
-                "ratio_running": (gam / s_run).cpu(),
-                "ratio_batch": (gam / s_batch).cpu(),
-                "gamma": gam.cpu(),
-                "sigma_running": s_run.cpu(),
-                "sigma_batch": s_batch.cpu(),
-            }
-        )
-    return out
 
 
 # ---------------------------------------------------------------- summaries
