@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn as nn
@@ -150,9 +150,9 @@ class ToyRun:
     share of the samples and the trained model (in eval mode)."""
 
     record: dict[str, list[float]]
-    probes: list[Probe] = field(default_factory=list)
-    outlier_share: float = 0.0
-    model: Toy | None = None
+    probes: list[Probe]
+    outlier_share: float
+    model: Toy
 
 
 def toy_train(

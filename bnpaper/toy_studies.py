@@ -71,14 +71,18 @@ class ProbeStudy:
         )
 
     @cached_property
+    def _runs(self) -> tuple[list, list[float]]:
+        return self._select(self.default)
+
+    @property
     def run_keys(self) -> list:
         """The runs (|w_0|, seed) at the default setting, sorted."""
-        return self._select(self.default)[0]
+        return self._runs[0]
 
-    @cached_property
+    @property
     def run_ratios(self) -> list[float]:
         """Each run's ratio estimator at the default setting (in `run_keys` order)."""
-        return self._select(self.default)[1]
+        return self._runs[1]
 
     @cached_property
     def agreement(self) -> Estimate:
