@@ -1,4 +1,4 @@
-"""Figures of the theory: margin growth, gamma feedback, gamma/sigma in trained nets (notebook 04)."""
+"""Notebook 04's figures: margin growth, gamma feedback, gamma/sigma in trained networks."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
+from matplotlib.ticker import NullFormatter
 
-from .plots import band, color, plain_log_axis, figure_legend
+from . import text
+from .plots import band, color, figure_legend, plain_log_axis
 
 
 _CYCLE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#d62728")
@@ -18,14 +21,18 @@ _PART_STYLE = {
 }
 
 
-def margin_growth(study, batch_sizes: Sequence[int], lrs: Sequence[float]) -> plt.Figure:
-    """Left: measured vs predicted margin growth of outliers per probe (`theory.ProbeStudy`) at
-    the default lr, one colour per batch size, tiny-step probes as crosses, the paper's
-    prediction (identity) dashed; the axes span the plotted probes. Right, per batch size and
-    lr: the verdict's statistic (ratio estimator per run, mean over runs, filled; its bootstrap
-    interval at the verdict's setting) and the median probe's measured / predicted (open)."""
-    from matplotlib.lines import Line2D
+def _key(label: str, **style) -> Line2D:
+    """A legend entry drawn with `style` (no data)."""
+    return Line2D([], [], label=label, **style)
 
+
+def margin_growth(study, batch_sizes: Sequence[int], lrs: Sequence[float]) -> plt.Figure:
+    """Left: measured vs predicted margin growth of outliers per probe (a
+    `toy_studies.ProbeStudy`) at the default lr, one colour per batch size, tiny-step probes as
+    crosses, the paper's prediction (identity) dashed; the axes span the plotted probes. Right,
+    per batch size and lr: the verdict's statistic (ratio estimator per run, mean over runs,
+    filled; its bootstrap interval at the verdict's setting) and the median probe's measured /
+    predicted (open)."""
     p, rising, lr0, B0 = study.probes, study.rising, study.default_lr, study.default_batch_size
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10.5, 6.4))
     shown = [study.tiny["predicted"], study.tiny["measured"]]
@@ -41,14 +48,8 @@ def margin_growth(study, batch_sizes: Sequence[int], lrs: Sequence[float]) -> pl
             label=f"batch {B}: {int(sel.sum())} probes from {n_runs} runs",
         )
         shown += [p["predicted"][sel], p["measured"][sel]]
-    ax.scatter(
-        study.tiny["predicted"],
-        study.tiny["measured"],
-        s=12,
-        marker="x",
-        color="k",
-        label=f"batch {B0}, step $10^{{-6}}$: {len(study.tiny['measured'])} probes",
-    )
+    tiny_label = f"batch {B0}, step $10^{{-6}}$: {len(study.tiny['measured'])} probes"
+    ax.scatter(shown[0], shown[1], s=12, marker="x", color="k", label=tiny_label)
     v = np.concatenate(shown)
     v = v[np.isfinite(v) & (v > 0)]
     lims = (v.min() / 2, v.max() * 2) if v.size else (0.1, 10.0)
@@ -78,22 +79,13 @@ def margin_growth(study, batch_sizes: Sequence[int], lrs: Sequence[float]) -> pl
         bx.plot(batch_sizes, med, "s--", color=c, mfc="white", lw=1.1)
         vals += est + med
     a = study.agreement
-    bx.errorbar(
-        [B0],
-        [a.value],
-        yerr=[[a.value - a.lo], [a.hi - a.value]],
-        fmt="none",
-        ecolor="k",
-        capsize=4,
-        lw=1.2,
-    )
+    yerr = [[a.value - a.lo], [a.hi - a.value]]
+    bx.errorbar([B0], [a.value], yerr=yerr, fmt="none", ecolor="k", capsize=4, lw=1.2)
     tiny = study.tiny_median_ratio()
     bx.plot([B0], [tiny], "kx", ms=8, mew=1.6)
     bx.axhline(1, color="k", ls="--", lw=1)
     vals = np.array(vals + [a.lo, a.hi, tiny, 1.0], float)
     vals = vals[np.isfinite(vals) & (vals > 0)]
-    from matplotlib.ticker import NullFormatter
-
     bx.set(
         xscale="log",
         yscale="log",
@@ -109,47 +101,38 @@ def margin_growth(study, batch_sizes: Sequence[int], lrs: Sequence[float]) -> pl
     bx.xaxis.set_minor_formatter(NullFormatter())  # only the batch sizes are labelled
     plain_log_axis(bx, "y")
     handles = [
-        Line2D([], [], color=lr_cols[i % len(lr_cols)], lw=2, label=f"lr {eta:g}")
-        for i, eta in enumerate(lrs)
+        _key(f"lr {eta:g}", color=lr_cols[i % len(lr_cols)], lw=2) for i, eta in enumerate(lrs)
     ]
     handles += [
-        Line2D(
-            [],
-            [],
-            color="grey",
-            marker="o",
-            label="ratio estimator (the verdict's): per run "
+        _key(
+            "ratio estimator (the verdict's): per run "
             r"$\Sigma\Delta m_{BN}/\Sigma(\gamma/\sigma)^2\Delta m_{no\text{-}BN}$, mean over runs;"
             "\n  weights probes by predicted growth, so the largest $(\\gamma/\\sigma)^2$ dominate",
+            color="grey",
+            marker="o",
         ),
-        Line2D(
-            [],
-            [],
+        _key(
+            "median probe (geometric; each probe counts once)",
             color="grey",
             marker="s",
             mfc="white",
             ls="--",
-            label="median probe (geometric; each probe counts once)",
         ),
-        Line2D(
-            [],
-            [],
+        _key(
+            "95% bootstrap interval over runs (the verdict's setting)",
             color="k",
             marker="|",
             ms=10,
             ls="none",
-            label="95% bootstrap interval over runs (the verdict's setting)",
         ),
-        Line2D(
-            [],
-            [],
+        _key(
+            f"step $10^{{-6}}$, median probe (vs the exact first order: "
+            f"{study.tiny_median_ratio(full=True):.2f})",
             color="k",
             marker="x",
             ls="none",
-            label=f"step $10^{{-6}}$, median probe (vs the exact first order: "
-            f"{study.tiny_median_ratio(full=True):.2f})",
         ),
-        Line2D([], [], color="k", ls="--", lw=1, label="paper: measured = predicted"),
+        _key("paper: measured = predicted", color="k", ls="--", lw=1),
     ]
     bx.legend(
         handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7.5, ncol=1
@@ -160,22 +143,16 @@ def margin_growth(study, batch_sizes: Sequence[int], lrs: Sequence[float]) -> pl
 
 def gamma_feedback(fb) -> plt.Figure:
     """gamma, (gamma/sigma)^2 (from step 1: the random initial w is off the scale) and outlier
-    memorization per SGD step of the toy (`theory.FeedbackStudy`), BN with outliers vs without
-    (grey, dashed); memorization BN vs no-BN. The panels' notes (`FeedbackStudy.figure_notes`)
+    memorization per SGD step of the toy (`toy_studies.FeedbackStudy`), BN with outliers vs without
+    (grey, dashed); memorization BN vs no-BN. The panels' notes (`text.feedback_notes`)
     say from the data whether gamma is higher with outliers and what drives the factor."""
-    notes, acc, n = fb.figure_notes(), fb.test_acc, len(fb.seeds)
+    notes, acc, n = text.feedback_notes(fb), fb.test_acc, len(fb.seeds)
     steps = np.arange(fb.arr("bn", "gamma").shape[1])
     fig, axes = plt.subplots(1, 3, figsize=(13.5, 4.6))
     for ax, k, s0 in zip(axes[:2], ("gamma", "factor"), (0, 1)):
         band(ax, steps[s0:], fb.arr("bn", k)[:, s0:], "bn", "BN, with outliers")
-        band(
-            ax,
-            steps[s0:],
-            fb.arr("bn_clean", k)[:, s0:],
-            "bn_clean",
-            "BN, no outliers (same typical samples)",
-            "--",
-        )  # grey
+        clean = "BN, no outliers (same typical samples)"
+        band(ax, steps[s0:], fb.arr("bn_clean", k)[:, s0:], "bn_clean", clean, "--")  # grey
     axes[0].set(xlabel="SGD step", ylabel=r"BN scale $\gamma$", title=notes["gamma"])
     axes[1].set(
         xlabel="SGD step",
@@ -184,20 +161,9 @@ def gamma_feedback(fb) -> plt.Figure:
         title=f"predicted amplification $(\\gamma/\\sigma)^2$\n{notes['factor']}\n{notes['start']}",
     )
     plain_log_axis(axes[1], "y")
-    band(
-        axes[2],
-        steps,
-        fb.arr("bn", "outlier_acc"),
-        "bn",
-        f"BN (toy clean test acc. {acc['bn']:.2f})",
-    )
-    band(
-        axes[2],
-        steps,
-        fb.arr("none", "outlier_acc"),
-        "none",
-        f"no-BN (toy clean test acc. {acc['none']:.2f})",
-    )
+    for key, name in (("bn", "BN"), ("none", "no-BN")):
+        label = f"{name} (toy clean test acc. {acc[key]:.2f})"
+        band(axes[2], steps, fb.arr(key, "outlier_acc"), key, label)
     axes[2].set(
         xlabel="SGD step",
         ylabel="outliers fit to their flipped label (share)",
@@ -223,11 +189,10 @@ def gamma_sigma_layers(
 ) -> plt.Figure:
     """Per architecture, box plots of |gamma|/sigma per channel for each BN layer, sigma from
     the running variance (BN red) and from batch statistics (teal); boxes: quartiles, whiskers:
-    5th-95th percentile; `nets[arch]` as from `theory.trained_gamma_sigma` (test_acc optional),
-    `fracs[arch]` from `theory.channel_fractions`."""
+    5th-95th percentile; `nets[arch]` as from `gamma_sigma.trained_gamma_sigma` (test_acc
+    optional), `fracs[arch]` from `gamma_sigma.channel_fractions`."""
     from matplotlib.colors import to_rgba
     from matplotlib.patches import Patch
-    from matplotlib.lines import Line2D
 
     archs = list(nets)
     ratios = [max(len(nets[a]["layers"]), 6) + 3 for a in archs]
@@ -240,12 +205,12 @@ def gamma_sigma_layers(
     )
     cols = {"ratio_running": color("bn"), "ratio_batch": "#17becf"}
     for ax, arch in zip(axes[0], archs):
-        L = nets[arch]["layers"]
-        pos = np.arange(len(L))
+        layers = nets[arch]["layers"]
+        pos = np.arange(len(layers))
         for key, shift in (("ratio_running", -0.19), ("ratio_batch", 0.19)):
             c = cols[key]
             ax.boxplot(
-                [l[key].numpy() for l in L],
+                [layer[key].numpy() for layer in layers],
                 positions=pos + shift,
                 widths=0.34,
                 whis=(5, 95),
@@ -257,47 +222,36 @@ def gamma_sigma_layers(
                 capprops={"color": c},
             )
         ax.axhline(1, color="k", lw=1, ls="--")
-        n_ch = len(fracs[arch]["all_running"])
+        above = fracs[arch]["all_running"]
         acc = nets[arch].get("test_acc")
         ax.set(
             yscale="log",
             xticks=pos,
-            xlim=(-0.6, len(L) - 0.4),
+            xlim=(-0.6, len(layers) - 0.4),
             xlabel="BN layer (forward order)",
             ylabel=r"$|\gamma|/\sigma$ per channel",
             title=f"{arch} with BN"
             + (f", clean test acc. {acc:.2f}" if acc is not None else "")
-            + f"\n{fracs[arch]['all_running'].mean():.0%} of its {n_ch} channels > 1 (running variance)",
+            + f"\n{above.mean():.0%} of its {len(above)} channels > 1 (running variance)",
         )
-        ax.set_xticklabels(
-            [l["layer"].replace("blocks.", "b") for l in L], rotation=90, fontsize=6.5
-        )
+        names = [layer["layer"].replace("blocks.", "b") for layer in layers]
+        ax.set_xticklabels(names, rotation=90, fontsize=6.5)
         plain_log_axis(ax, "y")
     how = (
         "one network per architecture"
         + (f" (seed {seed})" if seed is not None else "")
         + (f", trained with {noise_frac:.0%} flipped labels" if noise_frac is not None else "")
     )
+    sigmas = {
+        "ratio_running": r"$\sigma = \sqrt{\mathrm{running\ variance}+\epsilon}$ (at test time)",
+        "ratio_batch": r"$\sigma$ from batch statistics (median over 4 training batches)",
+    }
     handles = [
-        Patch(
-            facecolor=to_rgba(cols["ratio_running"], 0.55),
-            edgecolor=cols["ratio_running"],
-            label=r"$\sigma = \sqrt{\mathrm{running\ variance}+\epsilon}$ (used at test time)",
-        ),
-        Patch(
-            facecolor=to_rgba(cols["ratio_batch"], 0.55),
-            edgecolor=cols["ratio_batch"],
-            label=r"$\sigma$ from batch statistics (median over 4 training batches)",
-        ),
-        Line2D(
-            [],
-            [],
-            color="k",
-            ls="--",
-            lw=1,
-            label=r"$|\gamma|/\sigma = 1$: above it BN amplifies (paper: > 1 in most cases)",
-        ),
+        Patch(facecolor=to_rgba(cols[k], 0.55), edgecolor=cols[k], label=lab)
+        for k, lab in sigmas.items()
     ]
+    one = r"$|\gamma|/\sigma = 1$: above it BN amplifies (paper: > 1 in most cases)"
+    handles.append(_key(one, color="k", ls="--", lw=1))
     fig.tight_layout()
     fig.legend(
         handles=handles,
@@ -315,9 +269,7 @@ def factor_drivers(study) -> plt.Figure:
     """Rows: trained / initialization (every architecture) and flipped / clean labels (the
     architectures trained on both); per BN layer and for all channels pooled, the factor on
     (gamma/sigma)^2 and its gamma and sigma parts (geometric mean over channels; marker: mean
-    over seeds, bar: 95% t interval over seeds) of a `theory.TrainedStudy`."""
-    from .theory import VERSUS
-
+    over seeds, bar: 95% t interval over seeds) of a `gamma_sigma.TrainedStudy`."""
     archs, clean = study.archs, study.clean_archs()
     widths = [len(study.layer_names(a)) + 4 for a in archs]
     rows = ["init"] + (["clean"] if clean else [])
@@ -330,63 +282,57 @@ def factor_drivers(study) -> plt.Figure:
     )
     for i, versus in enumerate(rows):
         for ax, arch in zip(axes[i], archs):
-            if versus == "clean" and arch not in clean:
-                ax.set_axis_off()
-                ax.text(
-                    0.5,
-                    0.5,
-                    f"{arch}: not trained on clean labels at this budget\n(parameter clean_reference)",
-                    ha="center",
-                    va="center",
-                    transform=ax.transAxes,
-                    fontsize=8,
-                    color="0.4",
-                )
-                continue
-            rs = study.drivers(arch, versus)
-            x = np.arange(len(rs), dtype=float)
-            x[-1] += 0.6  # the pooled value apart from the layers
-            for k, (part, (c, m, lab)) in enumerate(_PART_STYLE.items()):
-                v = np.exp([r[part].value for r in rs])
-                err = np.abs(np.exp([[r[part].lo for r in rs], [r[part].hi for r in rs]]) - v)
-                ax.errorbar(
-                    x + (k - 1) * 0.22,
-                    v,
-                    yerr=err,
-                    fmt=m,
-                    color=c,
-                    ms=4.5,
-                    lw=1,
-                    capsize=1.5,
-                    label=lab,
-                )
-            ax.axhline(1, color="0.3", lw=0.8, ls="--")
-            names = [n.replace("blocks.", "b") for n in study.layer_names(arch)] + ["all channels"]
-            ax.set_xticks(x, names, rotation=90, fontsize=6.5)
-            a, b = VERSUS[versus]
-            acc = study.test_acc(arch) if versus == "init" else None
-            ax.set(
-                yscale="log",
-                xlim=(-0.7, x[-1] + 0.7),
-                xlabel="BN layer (forward order)",
-                ylabel=f"factor on $(\\gamma/\\sigma)^2$\n{a} / {b}",
-                title=f"{arch} with BN, {a} / {b}"
-                + (
-                    f"; clean test acc. {acc:.2f}"
-                    if acc is not None
-                    else f"; clean test acc. {study.test_acc(arch):.2f} / {study.test_acc(arch, 'none'):.2f}"
-                ),
-            )
-            plain_log_axis(ax, "y")
+            _drivers_panel(ax, study, arch, versus)
     fig.tight_layout()
     figure_legend(
         fig,
         [ax for row in axes for ax in row],
         ncol=3,
-        title=f"geometric mean over each layer's channels (sigma from batch statistics); marker: mean "
-        f"over {len(study.seeds)} seeds (networks), bar: 95% t interval over seeds",
+        title="geometric mean over each layer's channels (sigma from batch statistics); marker: "
+        f"mean over {len(study.seeds)} seeds (networks), bar: 95% t interval over seeds",
     )
     return fig
+
+
+def _drivers_panel(ax: plt.Axes, study, arch: str, versus: str) -> None:
+    """One panel of `factor_drivers`: the factor and its parts per BN layer of `arch`."""
+    if versus == "clean" and arch not in study.clean_archs():
+        ax.set_axis_off()
+        ax.text(
+            0.5,
+            0.5,
+            f"{arch}: not trained on clean labels at this budget\n(parameter clean_reference)",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=8,
+            color="0.4",
+        )
+        return
+    rs = study.drivers(arch, versus)
+    x = np.arange(len(rs), dtype=float)
+    x[-1] += 0.6  # the pooled value apart from the layers
+    for k, (part, (c, m, lab)) in enumerate(_PART_STYLE.items()):
+        v = np.exp([r[part].value for r in rs])
+        err = np.abs(np.exp([[r[part].lo for r in rs], [r[part].hi for r in rs]]) - v)
+        ax.errorbar(
+            x + (k - 1) * 0.22, v, yerr=err, fmt=m, color=c, ms=4.5, lw=1, capsize=1.5, label=lab
+        )
+    ax.axhline(1, color="0.3", lw=0.8, ls="--")
+    names = [n.replace("blocks.", "b") for n in study.layer_names(arch)] + ["all channels"]
+    ax.set_xticks(x, names, rotation=90, fontsize=6.5)
+    a, b = text.VERSUS[versus]
+    acc = f"{study.test_acc(arch):.2f}"
+    if versus == "clean":
+        acc += f" / {study.test_acc(arch, 'none'):.2f}"
+    ax.set(
+        yscale="log",
+        xlim=(-0.7, x[-1] + 0.7),
+        xlabel="BN layer (forward order)",
+        ylabel=f"factor on $(\\gamma/\\sigma)^2$\n{a} / {b}",
+        title=f"{arch} with BN, {a} / {b}; clean test acc. {acc}",
+    )
+    plain_log_axis(ax, "y")
 
 
 def share_over_seeds(study) -> plt.Figure:
@@ -446,8 +392,8 @@ def share_over_seeds(study) -> plt.Figure:
             ylim=(-0.03, 1.03),
             xlabel="BN layer (forward order)",
             ylabel=r"share of channels with $|\gamma|/\sigma>1$",
-            title=f"{arch} with BN, clean test acc. {study.test_acc(arch):.2f}\nshare of a network's channels > 1: "
-            f"{e.value:.2f} [{e.lo:.2f}, {e.hi:.2f}] over {e.n} networks",
+            title=f"{arch} with BN, clean test acc. {study.test_acc(arch):.2f}\nshare of a "
+            f"network's channels > 1: {e.value:.2f} [{e.lo:.2f}, {e.hi:.2f}] over {e.n} networks",
         )
     fig.tight_layout()
     figure_legend(

@@ -16,7 +16,9 @@
 
 # %% [markdown]
 # # 4. Theory: does BN multiply an outlier's per-step margin growth by (gamma/sigma)^2?
-# *Reference run:* [figures](../figures/04_theory/fashion_mnist/) · [this notebook executed](../figures/04_theory/fashion_mnist/04_theory.html) · [report](../figures/REPORT.md)
+# *Reference run:* [figures](../figures/04_theory/fashion_mnist/) ·
+# [this notebook executed](../figures/04_theory/fashion_mnist/04_theory.html) ·
+# [report](../figures/REPORT.md)
 #
 # **The paper's claim.** For one convolutional channel followed by BN and a linear classifier
 # (batch statistics treated as fixed during a step), BN multiplies the per-step growth of an
@@ -41,11 +43,7 @@ toy_steps = 300  # SGD steps per toy run
 toy_batch_sizes = [8, 32, 128]  # batch sizes of the approximation study
 toy_lrs = [0.01, 0.1, 1.0]  # SGD learning rates of the approximation study
 toy_w_scales = [0.3, 1.0, 3.0]  # |w| at initialization: spreads the predicted (gamma/sigma)^2
-toy_seeds = [
-    0,
-    1,
-    2,
-]  # seeds of the feedback runs and the default setting's probes (the grid: the first)
+toy_seeds = [0, 1, 2]  # feedback runs and default-setting probes (the rest of the grid: the first)
 default_batch_size = 32  # setting at which the verdict reads the agreement
 default_lr = 0.1
 probe_every = 20  # probe each outlier in the batch every that many steps
@@ -78,75 +76,123 @@ run = notebook.start(globals(), "04_theory")  # noqa: E702
 # std $\sigma$ **constant during the step**. One SGD step on the sample's own loss, first order
 # in $\eta$, **only $w$ updated**: chain rule, substitute the step into $m$, keep the $O(\eta)$
 # term, use $y^2=1$.
+#
+# The package's modules: the sympy derivation and its symbols, the toy and its studies,
+# $|\gamma|/\sigma$ in trained networks, and the verdicts.
 
 # %%
-import numpy as np
 import sympy as sp
 from IPython.display import display
-from bnpaper import claims, data, plot_theory, plots, stats, theory as S, train, units
+
+from bnpaper import claims, data, derivation, gamma_sigma, plot_theory, plots, text, theory, toy
+from bnpaper import toy_studies, train
+from bnpaper.derivation import a, beta, ell, equal, eta, gamma, lp, sigma, sq_norm, w, x, xbar
 
 plots.use_style()
-show, X2 = S.show, S.sq_norm(S.x)
-show(
+
+# %% [markdown]
+# The margin with and without BN, and the gradient of BN's loss on $w_1$.
+
+# %%
+text.show_math(
     {
-        r"m_{\text{no-BN}}": S.margin("none"),
-        r"m_{\text{BN}}": S.margin("bn"),
-        r"\partial \ell/\partial w_1\ (\text{BN})": sp.diff(S.ell(S.margin("bn")), S.w[0]),
+        r"m_{\text{no-BN}}": derivation.margin("none"),
+        r"m_{\text{BN}}": derivation.margin("bn"),
+        r"\partial \ell/\partial w_1\ (\text{BN})": sp.diff(ell(derivation.margin("bn")), w[0]),
     }
 )
-dm_none, dm_bn, ratio = S.margin_change("none"), S.margin_change("bn"), S.growth_ratio()
-show(
+
+# %% [markdown]
+# One SGD step on the sample's own loss, to first order: the two margin changes and their ratio.
+
+# %%
+dm_none, dm_bn = derivation.margin_change("none"), derivation.margin_change("bn")
+ratio = derivation.growth_ratio()
+text.show_math(
     {
         r"\Delta m_{\text{no-BN}}": dm_none,
         r"\Delta m_{\text{BN}}": dm_bn,
         r"\Delta m_{\text{BN}} / \Delta m_{\text{no-BN}}": ratio,
     }
 )
-assert S.equal(dm_none, -S.eta * S.lp * S.a**2 * X2)
-assert S.equal(dm_bn, -S.eta * S.lp * S.a**2 * S.gamma**2 / S.sigma**2 * X2)
-assert S.equal(ratio, S.gamma**2 / S.sigma**2), "the derived ratio is not (gamma/sigma)^2"
-assert not S.equal(ratio, S.gamma / S.sigma)  # the checker does reject a wrong answer
+
+# %% [markdown]
+# **The check.** The derived ratio is $(\gamma/\sigma)^2$, and the checker rejects a wrong
+# answer: a failed assertion stops the run.
+
+# %%
+x2 = sq_norm(x)
+assert equal(dm_none, -eta * lp * a**2 * x2)
+assert equal(dm_bn, -eta * lp * a**2 * gamma**2 / sigma**2 * x2)
+assert equal(ratio, gamma**2 / sigma**2), "the derived ratio is not (gamma/sigma)^2"
+assert not equal(ratio, gamma / sigma)  # the checker does reject a wrong answer
 
 # %% [markdown]
 # Both models are compared **at equal $\ell'$** (e.g. the function-matched no-BN twin of part 2,
 # $w' = \gamma w/\sigma$, $b' = \beta-\gamma\mu/\sigma$, computes the same margins). Since
-# $-\eta\ell' a^2\lVert x\rVert^2 > 0$ both margins grow; BN's grows $(\gamma/\sigma)^2$ times as
-# much. **Variants.** If $\mu = w\cdot\bar x$ follows $w$, $x$ becomes $x-\bar x$. Updating $\gamma$, $\beta$,
-# $a$ too adds one non-negative term per group ($\Delta m = -\eta\ell'\sum_\theta(\partial m/\partial\theta)^2$);
-# only the $w$ path carries $(\gamma/\sigma)^2$. **The gradient on $\gamma$** of $\frac1n\sum_i\ell(m_i)$ is
-# $\frac1n\sum_i \ell'_i y_i a\hat z_i$: a sample's share is $\propto|\ell'_i||\hat z_i|$, and the
-# logistic $\ell'$ vanishes for fitted samples, so misfit samples with large activations dominate.
-# Its *sign*: the step raises $\gamma$ only when $y_i a\hat z_i > 0$; a mislabeled sample whose
-# activation still points to its true class pushes $\gamma$ *down*.
+# $-\eta\ell' a^2\lVert x\rVert^2 > 0$ both margins grow; BN's grows $(\gamma/\sigma)^2$ times
+# as much.
+#
+# **Variant: the batch mean follows $w$** ($\mu = w\cdot\bar x$): $x$ becomes $x-\bar x$.
 
 # %%
-ratio_c = S.growth_ratio(centered=True)
-show(r"\Delta m_{\text{BN}}\ (\mu = w\cdot\bar x)", S.margin_change("bn", centered=True))
-assert S.equal(ratio_c, S.gamma**2 / S.sigma**2 * S.sq_norm(S.x - S.xbar) / X2)
-terms_bn, terms_none = S.full_update_terms("bn"), S.full_update_terms("none")
-show({**S.term_labels(terms_bn, "BN"), **S.term_labels(terms_none, "no-BN")})
-assert S.equal(terms_bn["gamma"], -S.eta * S.lp * S.a**2 * S.zhat() ** 2)
-assert S.equal(terms_bn["beta"], -S.eta * S.lp * S.a**2)
-assert S.equal(terms_bn["a"], -S.eta * S.lp * (S.gamma * S.zhat() + S.beta) ** 2)
-assert S.equal(S.margin_change("bn", ("w", "gamma", "beta", "a")), sum(terms_bn.values()))
-g_gamma, _ = S.gamma_gradient(3)
-lprime, _m = S.logistic_loss_derivative(), sp.Symbol("m", real=True)
-show({r"\partial L/\partial\gamma": g_gamma, r"\ell'(m)\ \text{(logistic)}": lprime})
-ys3, zs3, lps3 = (sp.symbols(f"{n}_1:4", real=True) for n in ("y", "zhat", "ell'"))
-assert S.equal(g_gamma, sum(l * yy * S.a * z for l, yy, z in zip(lps3, ys3, zs3)) / 3)
-assert S.equal(lprime, -1 / (1 + sp.exp(_m)))
-assert sp.limit(lprime, _m, sp.oo) == 0 and sp.limit(lprime, _m, -sp.oo) == -1
+ratio_centered = derivation.growth_ratio(centered=True)
+dm_centered = derivation.margin_change("bn", centered=True)
+text.show_math(r"\Delta m_{\text{BN}}\ (\mu = w\cdot\bar x)", dm_centered)
+assert equal(ratio_centered, gamma**2 / sigma**2 * sq_norm(x - xbar) / x2)
+
+# %% [markdown]
+# **Variant: $\gamma$, $\beta$ and $a$ take the step too.** Each group adds one non-negative term
+# ($\Delta m = -\eta\ell'\sum_\theta(\partial m/\partial\theta)^2$); only the $w$ path carries
+# $(\gamma/\sigma)^2$.
+
+# %%
+terms_bn, terms_none = derivation.full_update_terms("bn"), derivation.full_update_terms("none")
+text.show_math({**text.term_labels(terms_bn, "BN"), **text.term_labels(terms_none, "no-BN")})
+zhat = derivation.zhat()
+assert equal(terms_bn["gamma"], -eta * lp * a**2 * zhat**2)
+assert equal(terms_bn["beta"], -eta * lp * a**2)
+assert equal(terms_bn["a"], -eta * lp * (gamma * zhat + beta) ** 2)
+assert equal(derivation.margin_change("bn", ("w", "gamma", "beta", "a")), sum(terms_bn.values()))
+
+# %% [markdown]
+# **The gradient on $\gamma$** of $\frac1n\sum_i\ell(m_i)$ is $\frac1n\sum_i \ell'_i y_i a\hat z_i$:
+# a sample's share is $\propto|\ell'_i||\hat z_i|$. Its *sign*: the step raises $\gamma$ only when
+# $y_i a\hat z_i > 0$; a mislabeled sample whose activation still points to its true class
+# pushes $\gamma$ *down*.
+
+# %%
+gamma_grad, _ = derivation.gamma_gradient(3)
+text.show_math(r"\partial L/\partial\gamma", gamma_grad)
+ys, zhats, lps = (sp.symbols(f"{n}_1:4", real=True) for n in ("y", "zhat", "ell'"))
+assert equal(gamma_grad, sum(ell_i * y * a * z for ell_i, y, z in zip(lps, ys, zhats)) / 3)
+
+# %% [markdown]
+# The logistic $\ell'$ vanishes for fitted samples, so misfit samples with large activations
+# dominate the gradient on $\gamma$.
+
+# %%
+lprime, m = derivation.logistic_loss_derivative(), sp.Symbol("m", real=True)
+text.show_math(r"\ell'(m)\ \text{(logistic)}", lprime)
+assert equal(lprime, -1 / (1 + sp.exp(m)))
+assert sp.limit(lprime, m, sp.oo) == 0 and sp.limit(lprime, m, -sp.oo) == -1
 
 # %% [markdown]
 # ## Part 2: simulation with real batch statistics
 # Toy data: two Gaussian classes in $\mathbb{R}^d$ (class mean $\pm1$ along the first axis, noise
 # of norm about 1) plus a few samples with flipped labels (outliers). The BN toy (one channel
 # $w$, BN with the *real* statistics of each mini-batch, scalar classifier $a$) trains with plain
-# SGD on all parameters. Every `probe_every` steps, for each outlier in the batch: one SGD step
-# on its own loss updating only $w$, **with the real BN** (gradient through $\mu$ and $\sigma$,
-# statistics recomputed), and the same step in the function-matched no-BN twin. Measured: the
-# ratio of the two margin changes; predicted: $(\gamma/\sigma)^2$. The initial $|w|$ varies to
-# spread the prediction over decades.
+# SGD on all parameters.
+
+# %%
+base = toy.ToyConfig(d=toy_d, n_typical=toy_n_typical, n_outliers=toy_n_outliers, steps=toy_steps)
+
+# %% [markdown]
+# Every `probe_every` steps, for each outlier in the batch: one SGD step on its own loss updating
+# only $w$, **with the real BN** (gradient through $\mu$ and $\sigma$, statistics recomputed),
+# and the same step in the function-matched no-BN twin. Measured: the ratio of the two margin
+# changes; predicted: $(\gamma/\sigma)^2$. The initial $|w|$ varies to spread the prediction over
+# decades.
 #
 # **The agreement statistic.** Probes of one run share its batches, so the unit is the run (seed
 # x initial $|w|$ at the default batch size and lr): per run the ratio estimator
@@ -157,8 +203,7 @@ assert sp.limit(lprime, _m, sp.oo) == 0 and sp.limit(lprime, _m, -sp.oo) == -1
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-base = S.ToyConfig(d=toy_d, n_typical=toy_n_typical, n_outliers=toy_n_outliers, steps=toy_steps)
-ps = S.probe_study(
+probes = toy_studies.probe_study(
     base,
     toy_batch_sizes,
     toy_lrs,
@@ -168,70 +213,90 @@ ps = S.probe_study(
     default_lr,
     probe_every,
 )
-print(
-    f"{len(ps.probes['measured'])} probes over {ps.n_runs_grid} runs, {len(ps.tiny['measured'])} tiny-step "
-    f"probes; {ps.n_bad} of the {ps.n_probes} at the default setting with a falling margin"
-)
-print("run ratios (w_scale, seed):", {k: round(r, 3) for k, r in ps.run_ratio_table().items()})
-run.figure(
-    plot_theory.margin_growth(ps, toy_batch_sizes, toy_lrs), "margin_growth_measured_vs_predicted"
-)
+print(text.probe_counts(probes))
+
+# %% [markdown]
+# **Figure: measured against predicted.** Each probe at the default lr, and the agreement per
+# batch size and lr.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+fig = plot_theory.margin_growth(probes, toy_batch_sizes, toy_lrs)
+run.figure(fig, "margin_growth_measured_vs_predicted")
 
 # %% [markdown]
 # The crosses (step $10^{-6}$) isolate the *fixed-statistics* approximation: the real gradient
 # also flows through $\sigma$, which removes from $x-\bar x$ its component along
 # $\partial\sigma/\partial w$ (the exact first order, `predicted_full`, matches them). Larger
-# learning rates add the error of the finite step (BN's output is bounded, so large steps saturate).
+# learning rates add the error of the finite step (BN's output is bounded, so large steps
+# saturate).
 #
 # ## The feedback loop: $\gamma$ with and without outliers
 # The same toy (default batch size and lr, $|w_0| = 1$) trained on the same typical samples with
 # and without the outliers, and without BN. The factor can rise through $\gamma$ (the paper's
-# loop) or through the batch $\sigma$ falling: $\log(\gamma/\sigma)^2 = 2\log|\gamma| - 2\log\sigma$
-# splits the log of the factor's ratio (with / without outliers, last steps) exactly into a
-# $\gamma$ and a $\sigma$ part. Student-t intervals over seeds, paired by seed.
+# loop) or through the batch $\sigma$ falling: $\log(\gamma/\sigma)^2 = 2\log|\gamma| -
+# 2\log\sigma$ splits the log of the factor's ratio (with / without outliers, last steps) exactly
+# into a $\gamma$ and a $\sigma$ part. Student-t intervals over seeds, paired by seed.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-fb = S.feedback_study(base, toy_seeds, default_batch_size, default_lr)
-run.figure(plot_theory.gamma_feedback(fb), "gamma_feedback")
-print(
-    f"outliers: {fb.population_share:.1%} of the samples, {fb.gamma_share:.1%} of sum_i |dL/dgamma_i|"
-)
+feedback = toy_studies.feedback_study(base, toy_seeds, default_batch_size, default_lr)
+print(text.feedback_shares(feedback))
+
+# %% [markdown]
+# **Figure: the loop over training.** $\gamma$, $(\gamma/\sigma)^2$ and the outliers'
+# memorization per SGD step, with and without the outliers.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+run.figure(plot_theory.gamma_feedback(feedback), "gamma_feedback")
 
 # %% [markdown]
 # ## Part 3: $\gamma/\sigma$ in trained networks, over seeds
 # Per architecture and seed (data subset, flips, init and data order) a BN network trained with
 # `noise_frac` flipped labels, and for `clean_reference` its twin on clean labels (same images,
-# init, order). Per BN layer and channel: $|\gamma|/\sigma$, $\sigma = \sqrt{\text{running\_var}+\epsilon}$
-# (as at test time) or from 4 training batches, also at initialization. **The unit is a
-# network**: its channels share one training run, so every interval is over seeds.
+# init, order). Per BN layer and channel: $|\gamma|/\sigma$,
+# $\sigma = \sqrt{\text{running\_var}+\epsilon}$ (as at test time) or from 4 training batches,
+# also at initialization. **The unit is a network**: its channels share one training run, so
+# every interval is over seeds.
+#
+# The images the networks train on:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-ds = data.load_dataset(dataset, download=download)
-nets = {}  # (arch, labels, seed) -> |gamma|/sigma per BN layer, trained and at initialization
-for arch in archs:
-    for labels, frac in (("flip", noise_frac), ("none", 0.0)):
-        for s in seeds if labels == "flip" or arch in clean_reference else []:
-            split = data.make_split(ds, n_train[arch], labels, frac, s, n_test=n_test)
-            cfg = train.TrainConfig(
-                arch=arch,
-                norm="bn",
-                epochs=epochs[arch],
-                batch_size=batch_size,
-                lr=lr,
-                weight_decay=weight_decay,
-                augment=augment,
-                seed=s,
-            )
-            res = units.trained(split, cfg, desc=f"{arch} bn, {labels} labels, seed {s}")
-            nets[arch, labels, s] = S.trained_gamma_sigma(res, split, batch_size, 4, init=True)
-tn = S.TrainedStudy(nets, archs, seeds)
-run.figure(
-    plot_theory.gamma_sigma_layers(*tn.first_network(), seeds[0], noise_frac),
-    "gamma_over_sigma_trained",
+images = data.load_dataset(dataset, download=download)
+
+# %% [markdown]
+# One training recipe per architecture (each network's seed is set when it trains).
+
+# %%
+recipe = dict(norm="bn", batch_size=batch_size, lr=lr, weight_decay=weight_decay, augment=augment)
+recipes = {arch: train.TrainConfig(arch=arch, epochs=epochs[arch], **recipe) for arch in archs}
+
+# %% [markdown]
+# Train (or load from the cache) every network and read its $|\gamma|/\sigma$, trained and at
+# initialization.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+trained = gamma_sigma.trained_study(
+    images, recipes, n_train, n_test, noise_frac, seeds, clean_reference
 )
-run.figure(plot_theory.share_over_seeds(tn), "fraction_above_one")
+
+# %% [markdown]
+# **Figure: $|\gamma|/\sigma$ per channel** of one network per architecture, layer by layer.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+fig = plot_theory.gamma_sigma_layers(*trained.first_network(), seeds[0], noise_frac)
+run.figure(fig, "gamma_over_sigma_trained")
+
+# %% [markdown]
+# **Figure: the share of channels above one** per layer, one marker per network (seed).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+run.figure(plot_theory.share_over_seeds(trained), "fraction_above_one")
 
 # %% [markdown]
 # **Gamma growth or sigma shrinkage?** The change of $(\gamma/\sigma)^2$ between two states of a
@@ -241,99 +306,57 @@ run.figure(plot_theory.share_over_seeds(tn), "fraction_above_one")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-run.figure(plot_theory.factor_drivers(tn), "gamma_sigma_drivers")
-display(*tn.tables())  # trained / initialization, then flipped / clean labels
+run.figure(plot_theory.factor_drivers(trained), "gamma_sigma_drivers")
+
+# %% [markdown]
+# The same as tables: trained / initialization, then flipped / clean labels.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+display(*text.driver_tables(trained))
 
 # %% [markdown]
 # ## Verdict
 # Tests and bands in `bnpaper/claims.yaml`. **Derivation**: ratio / $(\gamma/\sigma)^2$ exactly 1.
 # **Simulation**: agreement interval (bootstrap over runs) inside the band (equivalence test).
-# **Feedback** (toy, by seed): a rise of $(\gamma/\sigma)^2$ is the paper's loop only if $\gamma$ grows
-# too. **Trained nets**, over networks (seeds): share of channels > 1, $|\gamma|$ flipped / clean.
+# **Feedback** (toy, by seed): a rise of $(\gamma/\sigma)^2$ is the paper's loop only if $\gamma$
+# grows too. **Trained nets**, over networks (seeds): share of channels > 1, $|\gamma|$ flipped /
+# clean. Holm's correction runs within each family of this run's rows.
 
 # %%
-common = {"dataset": dataset, "budget": budget, "clean_test_acc": fb.test_acc}  # toy test acc
-one = S.derived_factor(ratio)  # derived ratio / (gamma/sigma)^2
-rows = [
-    claims.judge(
-        "04.derivation",
-        stats.Estimate(one, one, one, 1),
-        dataset=dataset,
-        budget=budget,
-        unit="derived ratio / (gamma/sigma)^2 (exact, sympy)",
-        clean_test_acc=None,
-    ),
-    claims.judge("04.simulation", ps.agreement, **common, **ps.row_fields()),
-    claims.judge("04.gamma_feedback.toy", fb.gap_gamma, **common, **fb.row_fields("gamma")),
+rows = theory.verdict_rows(ratio, probes, feedback, trained, noise_frac, dataset, budget)
+rows = claims.holm(rows)
+
+# %% [markdown]
+# The figures the report shows for this notebook.
+
+# %%
+key_figures = [
+    "margin_growth_measured_vs_predicted",
+    "gamma_sigma_drivers",
+    "gamma_over_sigma_trained",
 ]
-amp = claims.judge(
-    "04.amplification.toy", S.exp_estimate(fb.factor_gap), **common, **fb.row_fields("factor")
-)
-rows.append(S.loop_verdict(amp, rows[2], fb))  # a rise through sigma alone is not the paper's loop
-for arch in archs:  # the unit is a network: its share of channels, an interval over seeds
-    e = tn.most_channels(arch)
-    rows.append(
-        claims.judge(
-            "04.most_channels",
-            e,
-            arch=arch,
-            dataset=dataset,
-            budget=budget,
-            clean_test_acc={"bn": tn.test_acc(arch)},
-            **tn.most_fields(arch, e),
-        )
-    )
-for arch in tn.clean_archs():  # pairs of networks from one seed: same init, images and order
-    e = tn.gamma_ratio(arch)
-    rows.append(
-        claims.judge(
-            "04.gamma_noisy_vs_clean",
-            e,
-            arch=arch,
-            dataset=dataset,
-            budget=budget,
-            **tn.gamma_fields(arch, e, noise_frac),
-            clean_test_acc={"bn": tn.test_acc(arch), "bn_clean_labels": tn.test_acc(arch, "none")},
-        )
-    )
-rows = claims.holm(rows)  # Holm's correction within each family of this run's rows
+
+# %% [markdown]
+# The results file: the rows, the derived expressions, the studies' numbers and the key figures.
+
+# %%
 run.save(
     {
         "claims": rows,
-        "trained": tn.summary(),
-        "derivation": {
-            "ratio": str(ratio),
-            "ratio_centered": str(ratio_c),
-            "gamma_gradient": str(g_gamma),
-        },
-        "simulation": {**ps.summary(), **fb.summary()},
-        "key_figures": notebook.figure_paths(
-            run,
-            [
-                "margin_growth_measured_vs_predicted",
-                "gamma_sigma_drivers",
-                "gamma_over_sigma_trained",
-            ],
-        ),
+        "trained": trained.summary(),
+        "derivation": derivation.summary(ratio, ratio_centered, gamma_grad),
+        "simulation": {**probes.summary(), **feedback.summary()},
+        "key_figures": notebook.figure_paths(run, key_figures),
     }
 )
+
+# %% [markdown]
+# The verdict rows, then what the derivation, the toy and the networks say about the loop.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 print(f"Theory check ({budget} budget; trained networks on {dataset}, seeds {seeds})")
-for c in rows:
-    accs = ", ".join(f"{k} {v:.2f}" for k, v in (c["clean_test_acc"] or {}).items()) or "n/a"
-    print(
-        f"- {c['claim']}: {c['measured']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}] {c['unit'].split(';')[0]}"
-        f" [paper: {c['paper']}] -> {c['verdict']}"
-        + (f" ({c['magnitude']})" if c["magnitude"] else "")
-        + f"; clean test acc: {accs}"
-    )
-xs = {S.x[0]: 2, S.x[1]: 0, S.x[2]: 0, S.xbar[0]: 1, S.xbar[1]: 0, S.xbar[2]: 0}
-print(
-    f"Derived ratio: {ratio}; with the batch mean following w: {ratio_c.subs(xs)} at x = (2, 0, 0), "
-    f"xbar = (1, 0, 0). Simulation: log-log slope {ps.loglog_slope:.2f}; infinitesimal step "
-    f"{np.exp(ps.tiny_fixed.value):.2f} (full first order within {100 * (ps.tiny_full_error - 1):.0f}%); "
-    f"outlier memorization BN - no-BN {fb.mem_gap.fmt(2)}."
-)
-print(fb.story(rows[2]["verdict"]), tn.story(), sep="\n")
+claims.show(rows)
+example = derivation.centered_example(ratio_centered)
+print(text.theory_story(rows, ratio, example, probes, feedback, trained))

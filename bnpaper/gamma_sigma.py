@@ -1,0 +1,295 @@
+"""|gamma|/sigma per BN channel measured in trained networks, and the trained-network study."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from .data import Dataset, Split, make_split, normalize
+from .models import bn_layers, build_model
+from .stats import Estimate, t_mean
+from .train import TrainConfig, TrainResult
+
+
+@torch.no_grad()
+def gamma_sigma(
+    model: nn.Module, x: torch.Tensor, batch_size: int = 128, n_batches: int = 4
+) -> list[dict]:
+    """Per BN layer: |gamma|/sigma per channel (the factor is its square), sigma from the running
+    variance and from batch statistics (median over `n_batches` batches of `x`: (N, C, H, W),
+    normalized images)."""
+    n_batches = max(1, min(n_batches, len(x) // batch_size))  # whole batches only
+    layers = bn_layers(model)
+    seen: dict[str, list[torch.Tensor]] = {name: [] for name, _ in layers}
+    hooks = []
+    for name, layer in layers:
+
+        def hook(mod, inp, out, name=name):
+            v = inp[0].transpose(0, 1).reshape(inp[0].shape[1], -1)
+            seen[name].append((v.var(1, unbiased=False) + mod.eps).sqrt())
+
+        hooks.append(layer.register_forward_hook(hook))
+    was, moms = model.training, [layer.momentum for _, layer in layers]
+    model.train()  # training-mode forward: each BN layer normalizes by these batch statistics
+    for _, layer in layers:
+        layer.momentum = 0.0  # ... while its running statistics stay unchanged
+    for k in range(n_batches):
+        model(x[k * batch_size : (k + 1) * batch_size])
+    for h, (_, layer), mom in zip(hooks, layers, moms):
+        h.remove()
+        layer.momentum = mom
+    model.train(was)
+    out = []
+    for name, layer in layers:
+        gam = layer.weight.abs() if layer.weight is not None else torch.ones(layer.num_features)
+        s_run = (layer.running_var + layer.eps).sqrt()
+        s_batch = torch.stack(seen[name]).median(0).values
+        out.append(
+            {
+                "layer": name,
+                "ratio_running": (gam / s_run).cpu(),
+                "ratio_batch": (gam / s_batch).cpu(),
+                "gamma": gam.cpu(),
+                "sigma_running": s_run.cpu(),
+                "sigma_batch": s_batch.cpu(),
+            }
+        )
+    return out
+
+
+def initial_model(config: dict, split: Split) -> nn.Module:
+    """The model `train.fit` starts from for a `TrainResult.config` (seeded the same way)."""
+    torch.manual_seed(config["seed"])
+    return build_model(
+        config["arch"], config["norm"], split.x.shape[1], split.n_classes, split.x.shape[2]
+    )
+
+
+def trained_gamma_sigma(
+    result: TrainResult, split: Split, batch_size: int = 128, n_batches: int = 4, init: bool = False
+) -> dict:
+    """|gamma|/sigma per BN layer and channel of a trained model (`train.TrainResult` on `split`),
+    batch statistics from its first `n_batches` batches; with its final clean test accuracy and
+    memorization (accuracy of the corrupted samples on their corrupted labels). With `init`,
+    also "init_layers": the same for the model at initialization, on the same batches."""
+    model = result.model(split.x.shape[1], split.n_classes, split.x.shape[2])
+    xs = normalize(split.x[: n_batches * batch_size], split.mean, split.std)
+    out = {
+        "layers": gamma_sigma(model, xs, batch_size, n_batches),
+        "test_acc": result.history["test_acc"][-1],
+        "noisy_acc": result.history["noisy_acc"][-1],
+    }
+    if init:
+        start = initial_model(result.config, split)
+        out["init_layers"] = gamma_sigma(start, xs, batch_size, n_batches)
+    return out
+
+
+def channel_fractions(layers: list[dict]) -> dict:
+    """Share of channels with |gamma|/sigma > 1, per layer (sigma from the running variance and
+    from batch statistics) and over all channels pooled (boolean arrays, for a bootstrap)."""
+    running = [layer["ratio_running"].numpy() for layer in layers]
+    batch = [layer["ratio_batch"].numpy() for layer in layers]
+    return {
+        "running": [float((r > 1).mean()) for r in running],
+        "batch": [float((r > 1).mean()) for r in batch],
+        "all_running": np.concatenate(running) > 1,
+        "all_batch": np.concatenate(batch) > 1,
+    }
+
+
+def factor_parts(a: list[dict], b: list[dict]) -> dict[str, np.ndarray]:
+    """log (gamma/sigma)^2 of network state `a` minus state `b` (same architecture: channel k of
+    both is the same unit, e.g. trained vs initial, or flipped vs clean labels from one init),
+    split exactly into a gamma part 2 log(|gamma_a|/|gamma_b|) and a sigma part
+    -2 log(sigma_a/sigma_b) (sigma from batch statistics at both ends: at initialization the
+    running variance is still 1). Mean over each layer's channels: (layers,) arrays 'gamma',
+    'sigma', 'total'; over all channels pooled: scalars 'all_gamma', 'all_sigma', 'all_total'."""
+    g = [2 * np.log(la["gamma"].numpy() / lb["gamma"].numpy()) for la, lb in zip(a, b)]
+    s = [-2 * np.log(la["sigma_batch"].numpy() / lb["sigma_batch"].numpy()) for la, lb in zip(a, b)]
+    out = {"gamma": np.array([x.mean() for x in g]), "sigma": np.array([x.mean() for x in s])}
+    out["total"] = out["gamma"] + out["sigma"]
+    out["all_gamma"] = float(np.concatenate(g).mean())
+    out["all_sigma"] = float(np.concatenate(s).mean())
+    out["all_total"] = out["all_gamma"] + out["all_sigma"]
+    return out
+
+
+def driver_of(gamma_part, sigma_part) -> np.ndarray:
+    """Which part carries a change of log (gamma/sigma)^2 in its direction: 'gamma' where
+    the gamma part, signed by the total, is the larger, else 'sigma' (elementwise)."""
+    sign = np.sign(np.asarray(gamma_part) + np.asarray(sigma_part))
+    return np.where(
+        sign * np.asarray(gamma_part) >= sign * np.asarray(sigma_part), "gamma", "sigma"
+    )
+
+
+def exp_estimate(e: Estimate) -> Estimate:
+    """An estimate of a log quantity as the estimate of the quantity (exp of value and bounds)."""
+    return Estimate(math.exp(e.value), math.exp(e.lo), math.exp(e.hi), e.n, e.level)
+
+
+COMPARISONS = ("init", "clean")  # trained vs initialization, flipped vs clean labels
+
+
+@dataclass(frozen=True)
+class TrainedStudy:
+    """|gamma|/sigma of BN networks trained over seeds: nets[(arch, labels, seed)] is
+    `trained_gamma_sigma(..., init=True)` of the network trained on flipped ('flip') or clean
+    ('none') labels. Every interval is over seeds (networks, Student t): the channels of one
+    network share its data and training, so they are not independent units.
+
+    Two comparisons split the change of (gamma/sigma)^2 into gamma growth and sigma shrinkage
+    (`factor_parts`): 'init' (the flipped-label network, trained vs initialization) and 'clean'
+    (flipped vs clean labels, same seed: same images, initialization and data order)."""
+
+    nets: dict
+    archs: list[str]
+    seeds: list[int]
+
+    def clean_archs(self) -> list[str]:
+        """The architectures also trained on clean labels (every seed)."""
+        return [a for a in self.archs if all((a, "none", s) in self.nets for s in self.seeds)]
+
+    def layer_names(self, arch: str) -> list[str]:
+        """The BN layers of `arch`, in forward order."""
+        return [layer["layer"] for layer in self.nets[arch, "flip", self.seeds[0]]["layers"]]
+
+    def test_acc(self, arch: str, labels: str = "flip") -> float:
+        """Clean test accuracy, mean over seeds."""
+        return float(np.mean([self.nets[arch, labels, s]["test_acc"] for s in self.seeds]))
+
+    def shares(self, arch: str, key: str = "ratio_running") -> tuple[np.ndarray, np.ndarray]:
+        """Share of channels with |gamma|/sigma > 1 per seed: per layer (seeds, layers) and
+        over all channels of the network pooled (seeds,)."""
+        per_layer, pooled = [], []
+        for s in self.seeds:
+            above = [layer[key].numpy() > 1 for layer in self.nets[arch, "flip", s]["layers"]]
+            per_layer.append([x.mean() for x in above])
+            pooled.append(np.concatenate(above).mean())
+        return np.array(per_layer), np.array(pooled)
+
+    def most_channels(self, arch: str) -> Estimate:
+        """The share of a network's channels with |gamma|/sigma > 1 (running variance), mean
+        over networks (seeds) with a t interval over them."""
+        return t_mean(self.shares(arch)[1])
+
+    def parts(self, arch: str, versus: str) -> dict[str, np.ndarray]:
+        """`factor_parts` per seed, stacked: (seeds, layers) arrays and (seeds,) pooled ones."""
+        rows = []
+        for s in self.seeds:
+            net = self.nets[arch, "flip", s]
+            other = net["init_layers"] if versus == "init" else self.nets[arch, "none", s]["layers"]
+            rows.append(factor_parts(net["layers"], other))
+        return {k: np.array([r[k] for r in rows]) for k in rows[0]}
+
+    def drivers(self, arch: str, versus: str) -> list[dict]:
+        """Per layer, and for all channels pooled (layer 'all channels'): the change of
+        log (gamma/sigma)^2 and its gamma and sigma parts (t over seeds), the part that drives
+        it (from the means) and in how many seeds the same part drives it."""
+        p = self.parts(arch, versus)
+        names = self.layer_names(arch) + ["all channels"]
+        cols = {k: np.column_stack([p[k], p[f"all_{k}"]]) for k in ("gamma", "sigma")}
+        out = []
+        for j, name in enumerate(names):
+            g, s = cols["gamma"][:, j], cols["sigma"][:, j]
+            d = str(driver_of(g.mean(), s.mean()))
+            out.append(
+                {
+                    "layer": name,
+                    "total": t_mean(g + s),
+                    "gamma": t_mean(g),
+                    "sigma": t_mean(s),
+                    "driver": d,
+                    "agree": int((driver_of(g, s) == d).sum()),
+                    "n": len(g),
+                }
+            )
+        return out
+
+    def first_network(self) -> tuple[dict, dict]:
+        """The first seed's flipped-label network per architecture and its `channel_fractions`
+        (the arguments of `plot_theory.gamma_sigma_layers`)."""
+        nets = {a: self.nets[a, "flip", self.seeds[0]] for a in self.archs}
+        return nets, {a: channel_fractions(n["layers"]) for a, n in nets.items()}
+
+    def gamma_ratio(self, arch: str) -> Estimate:
+        """|gamma| flipped / clean labels: per seed the geometric mean over channels, then the
+        geometric mean over seeds with a t interval over them (on the log scale)."""
+        return exp_estimate(t_mean(self.parts(arch, "clean")["all_gamma"] / 2))
+
+    def most_fields(self, arch: str) -> dict:
+        """Side numbers of the verdict row 'gamma/sigma > 1 in most channels' (unit: `text`)."""
+        first = self.nets[arch, "flip", self.seeds[0]]["layers"]
+        return {
+            "share_per_seed": self.shares(arch)[1].tolist(),
+            "n_channels": int(sum(len(layer["gamma"]) for layer in first)),
+            "share_batch_stats_per_seed": self.shares(arch, "ratio_batch")[1].tolist(),
+        }
+
+    def gamma_fields(self, arch: str) -> dict:
+        """Side numbers of the verdict row '|gamma| flipped / clean labels': the split of
+        (gamma/sigma)^2 flipped / clean into its gamma and sigma parts (unit: `text`)."""
+        pooled = self.drivers(arch, "clean")[-1]
+        return {
+            "factor_ratio": math.exp(pooled["total"].value),
+            "factor_ratio_from_gamma": math.exp(pooled["gamma"].value),
+            "factor_ratio_from_sigma": math.exp(pooled["sigma"].value),
+            "driver": pooled["driver"],
+        }
+
+    def summary(self) -> dict:
+        """The study's numbers for results.json: per architecture the layer names, the share of
+        channels > 1 per seed and layer, and both decompositions (log scale, t over seeds)."""
+        out = {}
+        for arch in self.archs:
+            per_layer, pooled = self.shares(arch)
+            out[arch] = {
+                "layers": self.layer_names(arch),
+                "share_above_one": per_layer.tolist(),
+                "share_above_one_pooled": pooled.tolist(),
+                "test_acc": self.test_acc(arch),
+            }
+            for versus in COMPARISONS:
+                if versus == "init" or arch in self.clean_archs():
+                    out[arch][f"log_factor_{versus}"] = [
+                        {**r, **{k: r[k].as_dict() for k in ("total", "gamma", "sigma")}}
+                        for r in self.drivers(arch, versus)
+                    ]
+        return out
+
+
+def trained_study(
+    ds: Dataset,
+    configs: Mapping[str, TrainConfig],
+    n_train: Mapping[str, int],
+    n_test: int,
+    noise_frac: float,
+    seeds: Sequence[int],
+    clean_reference: Sequence[str] = (),
+) -> TrainedStudy:
+    """Train (or load from the cache) one BN network per architecture of `configs` and seed on
+    `noise_frac` flipped labels, and for `clean_reference` its twin on clean labels (same images,
+    initialization and data order); read |gamma|/sigma of each, trained and at initialization
+    (4 batches of the training batch size)."""
+    from .units import trained
+
+    nets = {}
+    for arch, cfg in configs.items():
+        for labels, frac in (("flip", noise_frac), ("none", 0.0)):
+            for seed in seeds if labels == "flip" or arch in clean_reference else []:
+                split = make_split(ds, n_train[arch], labels, frac, seed, n_test=n_test)
+                result = trained(
+                    split,
+                    replace(cfg, seed=seed),
+                    desc=f"{arch} bn, {labels} labels, seed {seed}",
+                )
+                nets[arch, labels, seed] = trained_gamma_sigma(
+                    result, split, cfg.batch_size, 4, init=True
+                )
+    return TrainedStudy(nets, list(configs), list(seeds))

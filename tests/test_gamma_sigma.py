@@ -1,0 +1,220 @@
+"""|gamma|/sigma read from networks, and the study of networks trained over seeds."""
+
+import numpy as np
+import pytest
+import torch
+
+from bnpaper import claims, gamma_sigma, plot_theory, stats, text
+from bnpaper.models import build_model
+
+
+def test_gamma_sigma_reads_every_bn_layer_and_keeps_running_stats():
+    torch.manual_seed(0)
+    model = build_model("lenet", "bn", 1, 10, 28)
+    before = {k: v.clone() for k, v in model.state_dict().items() if "running" in k}
+    x = torch.randn(64, 1, 28, 28)
+    out = gamma_sigma.gamma_sigma(model, x, batch_size=32, n_batches=2)
+    assert [o["layer"] for o in out] == ["norm1", "norm2", "norm3", "norm4"]
+    assert out[0]["ratio_running"].shape == (6,) and out[3]["ratio_batch"].shape == (84,)
+    # fresh BN: gamma = 1, running_var = 1 -> ratio 1/sqrt(1 + eps)
+    assert torch.allclose(out[0]["ratio_running"], torch.full((6,), (1 + 1e-5) ** -0.5))
+    after = {k: v for k, v in model.state_dict().items() if "running" in k}
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert model.training
+
+
+def test_exp_estimate_exponentiates_value_and_bounds():
+    e = gamma_sigma.exp_estimate(stats.Estimate(0.0, -1.0, 2.0, 5, 0.9))
+    assert (e.value, e.lo, e.hi, e.n, e.level) == (
+        1.0,
+        pytest.approx(np.exp(-1)),
+        pytest.approx(np.exp(2)),
+        5,
+        0.9,
+    )
+
+
+def test_channel_fractions_pool_channels_per_layer_and_over_the_network():
+    layers = [
+        {
+            "ratio_running": torch.tensor([0.5, 2.0]),
+            "ratio_batch": torch.tensor([2.0, 3.0]),
+            "gamma": torch.tensor([1.0, 2.0]),
+        },
+        {
+            "ratio_running": torch.tensor([1.5, 1.5, 0.1, 3.0]),
+            "ratio_batch": torch.tensor([0.1] * 4),
+            "gamma": torch.tensor([1.0, 1.0, 4.0, 1.0]),
+        },
+    ]
+    f = gamma_sigma.channel_fractions(layers)
+    assert f["running"] == [0.5, 0.75] and f["batch"] == [1.0, 0.0]
+    assert f["all_running"].tolist() == [False, True, True, True, False, True]
+    assert f["all_batch"].mean() == pytest.approx(2 / 6)
+
+
+def test_trained_gamma_sigma_reads_a_train_result(tiny_split):
+    from bnpaper.train import TrainResult
+
+    torch.manual_seed(0)
+    model = build_model("lenet", "bn", 1, 4, 28)
+    res = TrainResult(
+        {"arch": "lenet", "norm": "bn"},
+        model.state_dict(),
+        {"test_acc": [0.25, 0.5], "noisy_acc": [0.0, 0.1]},
+    )
+    out = gamma_sigma.trained_gamma_sigma(res, tiny_split, batch_size=32, n_batches=2)
+    assert (out["test_acc"], out["noisy_acc"]) == (0.5, 0.1)
+    assert [layer["layer"] for layer in out["layers"]] == ["norm1", "norm2", "norm3", "norm4"]
+    assert torch.all(out["layers"][0]["ratio_batch"] > 0)
+
+
+def _layers(gammas, sigmas, sigmas_running=None):
+    """Layer dicts as `gamma_sigma.gamma_sigma` returns them, from per-layer channel values."""
+    out = []
+    for i, (g, s) in enumerate(zip(gammas, sigmas)):
+        g, s = torch.tensor(g, dtype=torch.float64), torch.tensor(s, dtype=torch.float64)
+        sr = s if sigmas_running is None else torch.tensor(sigmas_running[i], dtype=torch.float64)
+        out.append(
+            {
+                "layer": f"norm{i + 1}",
+                "gamma": g,
+                "sigma_batch": s,
+                "sigma_running": sr,
+                "ratio_batch": g / s,
+                "ratio_running": g / sr,
+            }
+        )
+    return out
+
+
+def _factor(layers):
+    """(gamma/sigma)^2 of every channel, pooled."""
+    return np.concatenate([(x["gamma"] / x["sigma_batch"]).numpy() ** 2 for x in layers])
+
+
+def test_factor_parts_split_the_log_factor_into_gamma_and_sigma_exactly():
+    a = _layers([[2.0, 1.0], [1.0, 1.0, 4.0]], [[0.5, 1.0], [2.0, 1.0, 1.0]])
+    b = _layers([[1.0, 1.0], [1.0, 1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0, 1.0]])
+    p = gamma_sigma.factor_parts(a, b)
+    assert np.allclose(p["gamma"], [np.log(2), 2 * np.log(4) / 3])  # 2 mean log(ga/gb)
+    assert np.allclose(p["sigma"], [np.log(2), -2 * np.log(2) / 3])  # -2 mean log(sa/sb)
+    assert p["all_total"] == pytest.approx(np.mean(np.log(_factor(a) / _factor(b))))
+    assert p["all_gamma"] == pytest.approx(2 * (np.log(2) + np.log(4)) / 5)
+    assert np.allclose(p["total"], p["gamma"] + p["sigma"])
+
+
+def test_driver_is_the_part_that_carries_the_change_in_its_direction():
+    driver_of = gamma_sigma.driver_of
+    assert driver_of(1.0, 0.2) == "gamma" and driver_of(0.2, 1.0) == "sigma"
+    assert driver_of(-0.5, 2.0) == "sigma"  # the factor rises through sigma, gamma fell
+    assert driver_of(-2.0, 0.5) == "gamma"  # the factor falls, gamma carries the fall
+    assert list(driver_of(np.array([1.0, -1.0]), np.array([0.0, 3.0]))) == ["gamma", "sigma"]
+
+
+def test_initial_model_is_the_model_train_fit_starts_from(tiny_split):
+    from bnpaper import train
+
+    seen = {}
+
+    def keep_first(epoch, model):
+        seen.setdefault(epoch, {k: v.clone() for k, v in model.state_dict().items()})
+
+    cfg = train.TrainConfig(arch="lenet", norm="bn", epochs=1, batch_size=32, seed=3)
+    res = train.fit(tiny_split, cfg, on_epoch_end=keep_first, progress=False)
+    init = gamma_sigma.initial_model(res.config, tiny_split).state_dict()
+    assert all(torch.equal(init[k], seen[0][k]) for k in init)
+    assert not torch.equal(init["conv1.weight"], res.state["conv1.weight"])
+
+
+def _study(gamma_clean=0.9):
+    """Three seeds of a 2-layer net: trained gamma 2 (sigma halved in layer 2), init gamma 1;
+    clean-label nets with gamma scaled by `gamma_clean`^-1 (so flipped / clean = gamma_clean)."""
+    nets = {}
+    for s in range(3):
+        eps = 0.01 * s
+        init = _layers([[1.0, 1.0], [1.0, 1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0, 1.0]])
+        flip = _layers(
+            [[2.0 + eps, 2.0], [1.0, 1.0, 1.0 + eps]],
+            [[1.0, 1.0], [0.5, 0.5, 0.5]],
+            sigmas_running=[[4.0, 1.0], [0.5, 0.5, 0.5]],
+        )
+        clean = _layers(
+            [
+                [(2.0 + eps) / gamma_clean, 2.0 / gamma_clean],
+                [1 / gamma_clean] * 2 + [(1.0 + eps) / gamma_clean],
+            ],
+            [[1.0, 1.0], [0.5, 0.5, 0.5]],
+        )
+        nets["lenet", "flip", s] = {"layers": flip, "init_layers": init, "test_acc": 0.8 + eps}
+        nets["lenet", "none", s] = {"layers": clean, "init_layers": init, "test_acc": 0.85}
+    return gamma_sigma.TrainedStudy(nets, ["lenet"], [0, 1, 2])
+
+
+def test_trained_study_judges_most_channels_over_networks_not_channels():
+    st = _study()
+    per_layer, pooled = st.shares("lenet")
+    assert per_layer.tolist() == [[0.5, 1.0]] * 3  # |gamma|/sigma_running per layer
+    assert np.allclose(pooled, 4 / 5)
+    e = st.most_channels("lenet")
+    assert e.n == 3 and e.value == pytest.approx(0.8)  # n counts networks, not 5 x 3 channels
+    assert "over 3 networks" in text.most_channels_unit(st, e)
+    assert st.most_fields("lenet")["n_channels"] == 5
+    assert claims.judge("04.most_channels", e, arch="lenet").verdict == "reproduced"
+    one = gamma_sigma.TrainedStudy(st.nets, ["lenet"], [0])  # one network: no interval
+    row = claims.judge("04.most_channels", one.most_channels("lenet"), arch="lenet")
+    assert row.verdict == "inconclusive"
+    assert st.test_acc("lenet") == pytest.approx(0.81)
+
+
+def test_trained_study_says_which_part_drives_each_layer_with_seed_counts():
+    st = _study()
+    init = st.drivers("lenet", "init")
+    assert [r["layer"] for r in init] == ["norm1", "norm2", "all channels"]
+    assert [r["driver"] for r in init] == ["gamma", "sigma", "sigma"]
+    assert init[1]["sigma"].value == pytest.approx(2 * np.log(2)) and init[1]["agree"] == 3
+    gamma = init[0]["gamma"]
+    assert gamma.n == 3 and gamma.lo < gamma.value < gamma.hi
+    table = text.driver_table(st, "init")
+    assert list(table["driven by"]) == ["gamma", "sigma", "sigma"]
+    assert list(table["seeds agreeing"]) == ["3/3"] * 3
+    assert len(text.driver_tables(st)) == 2
+
+
+def test_trained_study_gamma_ratio_and_story_say_when_outliers_do_not_raise_gamma():
+    st = _study(gamma_clean=0.9)
+    g = st.gamma_ratio("lenet")
+    assert g.value == pytest.approx(0.9) and g.n == 3
+    est = stats.Estimate(g.value, 0.88, 0.92, 3)
+    assert claims.judge("04.gamma_noisy_vs_clean", est, arch="lenet").verdict == "not reproduced"
+    f = st.gamma_fields("lenet")
+    assert f["factor_ratio_from_gamma"] == pytest.approx(0.81) and f["driver"] == "gamma"
+    story = text.trained_story(st)
+    assert "(lower with flipped labels)" in story
+    assert "against the paper's positive-feedback loop" in story
+    assert "sigma drives the change in 1 of them" in story
+    assert "rises in 2 and falls in 0 of 2 BN layers" in story
+    higher = text.trained_story(_study(gamma_clean=1.2)).split("\n")[1]
+    assert "(higher with flipped labels)" in higher and "against" not in higher
+    assert set(st.summary()["lenet"]) >= {
+        "layers",
+        "share_above_one",
+        "log_factor_init",
+        "log_factor_clean",
+    }
+
+
+def test_trained_study_figures_draw_both_comparisons():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bnpaper import plots
+
+    st = _study()
+    fig = plot_theory.factor_drivers(st)
+    assert len(fig.axes) == 2 and plots.audit(fig) == []
+    fig = plot_theory.share_over_seeds(st)
+    assert len(fig.axes) == 1 and plots.audit(fig) == []
+    nets, fracs = st.first_network()
+    fig = plot_theory.gamma_sigma_layers(nets, fracs, 0, 0.1)
+    assert len(fig.axes) == 1
