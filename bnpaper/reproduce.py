@@ -244,9 +244,10 @@ def run(
             dt = time.perf_counter() - t0
             log(f"[bnpaper] {nb}: done in {dt:.0f} s")
             write_run_time(nb, label, budget, dt, cached)
-            page = render_page(dst, nb, label) if reference else None
-        if page:
-            log(f"[bnpaper] {nb}: page -> {output_root() / page.relative_to(page.parents[3])}")
+            if reference:
+                render_page(dst, nb, label)
+        if reference:
+            log(f"[bnpaper] {nb}: page -> {output_root() / 'figures' / nb / label / nb}.html")
         records.append(RunRecord(nb, dst, dt))
     return records
 
