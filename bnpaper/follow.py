@@ -58,15 +58,22 @@ class ProgressTail:
 @contextmanager
 def following(notebook: str, path: Path, log=print, every: float = 1.0):
     """While the block runs, $BNPAPER_PROGRESS names `path` (the kernel inherits it) and a thread
-    prints its new lines every `every` seconds, in order; the last ones when the block ends."""
+    prints its new lines every `every` seconds, in order; the last ones when the block ends.
+    Yields a `log` that prints the progress lines still pending first (so a "cell done" line
+    follows the units the cell finished)."""
     path.unlink(missing_ok=True)
     before = os.environ.get(progress.ENV)
     os.environ[progress.ENV] = str(path)
-    tail, stop = ProgressTail(path), threading.Event()
+    tail, stop, lock = ProgressTail(path), threading.Event(), threading.Lock()
 
     def show() -> None:
-        for rec in tail.records():
-            log(f"[bnpaper] {progress_line(notebook, rec)}")
+        with lock:
+            for rec in tail.records():
+                log(f"[bnpaper] {progress_line(notebook, rec)}")
+
+    def in_order(line: str) -> None:
+        show()
+        log(line)
 
     def poll() -> None:
         while not stop.wait(every):
@@ -75,7 +82,7 @@ def following(notebook: str, path: Path, log=print, every: float = 1.0):
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()
     try:
-        yield
+        yield in_order
     finally:
         stop.set()
         thread.join()

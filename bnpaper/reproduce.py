@@ -239,8 +239,8 @@ def run(
         log(f"[bnpaper] {nb}: {', '.join(f'{k}={v!r}' for k, v in injected.items())} -> {dst}")
         with staged(nb, label, reference):  # no figure or result of older code survives
             t0 = time.perf_counter()
-            with following(nb, out / f".{nb}.progress", log):
-                execute(nb, injected, dst, log)
+            with following(nb, out / f".{nb}.progress", log) as log_in_order:
+                execute(nb, injected, dst, log_in_order)
             dt = time.perf_counter() - t0
             log(f"[bnpaper] {nb}: done in {dt:.0f} s")
             write_run_time(nb, label, budget, dt, cached)

@@ -19,7 +19,7 @@ class FakeClock:
 def test_the_runner_prints_each_finished_unit_in_order_with_the_time_left(tmp_path):
     clock, logged = FakeClock(), []
     path = tmp_path / "03_lira.progress"
-    with follow.following("03_lira", path, logged.append, every=0.01):
+    with follow.following("03_lira", path, logged.append, every=0.01) as in_order:
         assert os.environ[progress.ENV] == str(path)
         pool = progress.Counter("shadows lenet/bn", total=32, done=8, clock=clock)
         pool.begin()
@@ -32,6 +32,7 @@ def test_the_runner_prints_each_finished_unit_in_order_with_the_time_left(tmp_pa
         clock.t = 400.0
         pool.add(13)
         progress.Counter("model").add(seconds=11.4, detail="lenet/bn seed 3")
+        in_order("[bnpaper] 03_lira: cell 5/13 done (60 s)")  # after the units the cell trained
     assert logged == [
         "[bnpaper] 03_lira: shadows lenet/bn 8/32 trained, 24 to go",
         "[bnpaper] 03_lira: shadows lenet/bn 12/32 trained, about 5 min left",
@@ -39,6 +40,7 @@ def test_the_runner_prints_each_finished_unit_in_order_with_the_time_left(tmp_pa
         "[bnpaper] 03_lira: shadows lenet/bn 19/32 trained, about 3 min left",
         "[bnpaper] 03_lira: shadows lenet/bn 32/32 trained in 5 min",
         "[bnpaper] 03_lira: model 1 trained: lenet/bn seed 3 (11 s)",
+        "[bnpaper] 03_lira: cell 5/13 done (60 s)",
     ]
     assert progress.ENV not in os.environ and not path.exists()
 
