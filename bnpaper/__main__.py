@@ -1,5 +1,4 @@
-"""The command line: run the notebooks (one configuration or the matrix), print a notebook's
-parameters, write the report.
+"""The command line: run the notebooks, print a notebook's parameters, write the report.
 
 python -m bnpaper reproduce [--dataset D] [--budget B] [--only 01 03] [-p key=v | -p 03.key=v]
 python -m bnpaper reproduce --reference     # the reference run: writes figures/ and results/

@@ -1,5 +1,7 @@
-"""The code a cached unit runs: the import closure of a bnpaper module within the package, and
-the hash of exactly those module files (part of every cache key, see `bnpaper.store`).
+"""The code a cached unit runs: a module's import closure within the package, and its hash.
+
+The hash covers exactly the closure's module files (names and contents); it is part of every
+cache key (`bnpaper.store`).
 
 The closure is read from the code, not from what happens to be imported: every `import` and
 `from ... import` of a package module in the module's syntax tree (inside functions too),

@@ -1,5 +1,7 @@
-"""The runner's view of a running notebook: the lines its units append to the progress file
-(`bnpaper.progress`), printed as they come, with a count and the time left.
+"""The runner's view of a running notebook: its units' progress lines, with the time left.
+
+The lines its units append to the progress file (`bnpaper.progress`) are printed as they come,
+with a count and, where the total is known, the time left.
 
 Apart from `progress` on purpose: that one is part of the code of every unit that reports (its
 cache key), this one is not, so the wording here can change without retraining anything.

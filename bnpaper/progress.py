@@ -1,6 +1,7 @@
-"""Progress of long cells: each finished unit appends one line to the file named by
-$BNPAPER_PROGRESS (the runner sets it per notebook and prints the lines as they come, with a time
-left: `bnpaper.reproduce`); without it, nothing is written (JupyterLab shows its tqdm bars).
+"""Progress of long cells: each finished unit appends one line to the file $BNPAPER_PROGRESS.
+
+The runner sets the variable per notebook and prints the lines as they come, with a time left
+(`bnpaper.follow`); without it, nothing is written (JupyterLab shows its tqdm bars).
 
 A leaf (imports no other bnpaper module), kept small: it is part of the code of every unit that
 reports, so its lines are data (JSON) and the runner words them.

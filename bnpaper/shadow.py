@@ -1,5 +1,6 @@
-"""The shadow-model pool for membership inference: keep matrix, query augmentations, cached
-shadow training through an executor, and the pool's logits.
+"""The shadow-model pool for membership inference: cached shadow training and its logits.
+
+Keep matrix, query augmentations, shadow training through an executor, the pool's scores.
 
 Each shadow model is one cached unit (`Store.put("shadow", config, ...)`, keyed by its full
 training config, its mitigation, its keep column, the pool's data fingerprint and the code this

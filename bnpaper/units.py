@@ -1,5 +1,7 @@
-"""Every cached unit the notebooks use, built in one place: a trained model (01, 02, 04, 05) and a
-shadow-model pool (03, 05), and notebook 03's LiRA pool from its resolved parameters (03, 05).
+"""Every cached unit the notebooks use, built in one place: trained models and shadow pools.
+
+A trained model (01, 02, 04, 05), a shadow-model pool (03, 05), and notebook 03's LiRA pool from
+its resolved parameters (03, 05).
 Notebooks never build cache keys; the key is the unit's configuration, the data fingerprint, the
 source of the modules this module imports (its import closure) and the torch version
 (`bnpaper.store`)."""
