@@ -36,7 +36,7 @@ def progress_line(notebook: str, rec: dict) -> str:
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    return f"{max(1, round(seconds))} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 class ProgressTail:

@@ -77,3 +77,8 @@ def test_without_the_variable_nothing_is_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     progress.Counter("model").add()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_time_under_a_second_reads_as_one_second_not_zero():
+    rec = {"what": "shadows", "total": 4, "first": 0, "done": 2, "elapsed": 0.4, "verb": "trained"}
+    assert follow.progress_line("03", rec) == "03: shadows 2/4 trained, about 1 s left"
