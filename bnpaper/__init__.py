@@ -3,9 +3,13 @@ Privacy Risks" (Doan, Gu, Alouani, 2026). Compute modules take and return tensor
 dataclasses; notebooks compose them; `plots` draws; `store` persists; `units` builds every
 cached unit; `params` declares and resolves every notebook's parameters; `claims` judges.
 
-Every module is imported here, at import time, so that `store.SOURCE_HASH` (the source of the
-whole package, part of every cache key) describes the code this process runs."""
+A unit's cache key holds the source of the modules its computation imports (`closure`). The
+package's files are read once per process, when `closure` is first imported, which is here, at
+`import bnpaper`; every compute module is imported here in the same moment, so the sources hashed
+are the code this process runs (an edit after import does not pass for new code: it runs, under
+its own key, in the next process)."""
 
+from . import closure  # first: the package's sources are read now (see above)
 from .config import ConfigError, seed_everything
 from .data import Dataset, Split, flip_labels, inject_ood, load_dataset, make_split
 from .models import ARCHS, NORMS, build_model
@@ -23,6 +27,7 @@ from . import (
     packed,
     params,
     probes,
+    progress,
     shadow,
     stats,
     store,
@@ -48,6 +53,7 @@ __all__ = [
     "GammaSigmaRegularizer",
     "GammaSigmaProjection",
     "claims",
+    "closure",
     "exposure",
     "grads",
     "memorization",
@@ -58,6 +64,7 @@ __all__ = [
     "packed",
     "params",
     "probes",
+    "progress",
     "shadow",
     "stats",
     "store",

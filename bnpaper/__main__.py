@@ -1,8 +1,8 @@
-"""Command line.
+"""The command line: run the notebooks, print a notebook's parameters, write the report.
 
 python -m bnpaper reproduce [--dataset D] [--budget B] [--only 01 03] [-p key=v | -p 03.key=v]
 python -m bnpaper reproduce --reference     # the reference run: writes figures/ and results/
-python -m bnpaper matrix [--reference]      # every configuration of params/matrix.yaml (full budget)
+python -m bnpaper matrix [--reference]      # every configuration of params/matrix.yaml (full)
 python -m bnpaper params 03 [--dataset D] [--budget B] [-p key=v] > p.yaml   # for papermill -f
 python -m bnpaper report [--readme]
 """

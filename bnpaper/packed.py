@@ -16,7 +16,7 @@ and shape: not used.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import torch
 import torch.nn as nn
@@ -26,6 +26,7 @@ from .config import device as default_device
 from .data import Split, normalize
 from .mitigation import MitigationConfig
 from .models import LeNet5, build_model, make_norm
+from .progress import Counter
 from .train import TrainConfig, TrainingDiverged, lr_at, random_crop_flip
 
 
@@ -171,6 +172,8 @@ def fit_packed(
     ys = split.y.to(device)
     idx_sets = [torch.as_tensor(m, device=device) for m in members]
     reg, proj = mitigation.hooks(model)  # hooks on this model only (other threads' models unseen)
+    what = f"packed x{k} {base.norm} (seeds {cfgs[0].seed}-{cfgs[-1].seed})"
+    count = Counter(what, base.epochs, verb="epochs done", every=60.0)  # long packs only
     try:
         steps = max(1, n // base.batch_size)
         total = steps * base.epochs
@@ -208,12 +211,9 @@ def fit_packed(
                 opt.step()
                 if proj is not None:
                     proj(model)
+            count.add()
     finally:
         if reg is not None:
             reg.remove()
     model = model.to(memory_format=torch.contiguous_format).cpu()
     return [model.member_state(i) for i in range(k)]
-
-
-def member_configs(cfg: TrainConfig, seeds: list[int]) -> list[dict]:
-    return [asdict(replace(cfg, seed=s)) for s in seeds]

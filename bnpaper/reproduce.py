@@ -4,8 +4,13 @@ Every selected notebook's parameters are resolved and checked (`bnpaper.params.r
 the first one starts. Papermill injects only the explicit values (dataset, budget, `-p`), and the
 notebook resolves the rest itself in the same way, so a run by hand with the same values is the
 same configuration. Only `reference=True` (`make reproduce`: the quick budget, no overrides)
-writes the repository's figures/ and results/; every other run writes beside its executed
-notebooks under runs/.
+writes the repository's figures/ and results/, each notebook's into a staging folder first, swapped
+in when that notebook has finished (an interrupted run leaves the previous ones in place); every
+other run writes beside its executed notebooks under runs/.
+
+While a notebook runs, its units report to a progress file (`bnpaper.progress`) and the runner
+prints each line with a count and the time left; the kernel's connection is encrypted (CurveZMQ,
+where pyzmq supports it).
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ import json
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import params
+from .follow import following
 from .config import NOTEBOOKS, ConfigError, cache_root, output_root, repo_root
 from .store import atomic_write_bytes
 
@@ -136,6 +143,7 @@ def execute(notebook: str, injected: dict[str, Any], dst: Path, log=print) -> No
             cwd=str(dst.parent),
             progress_bar=False,
             engine_name="bnpaper",
+            **kernel_options(),
         )
     except pm.PapermillExecutionError as exc:
         raise NotebookFailed(
@@ -147,6 +155,55 @@ def execute(notebook: str, injected: dict[str, Any], dst: Path, log=print) -> No
         raise NotebookFailed(
             f"notebook {notebook}: the kernel died (out of memory, or killed); executed copy: {dst}"
         ) from None
+
+
+def kernel_options() -> dict[str, Any]:
+    """The kernel manager's options: CurveZMQ transport encryption where jupyter_client and pyzmq
+    support it (ipykernel otherwise warns, on every run, that the kernel talks over TCP without
+    encryption)."""
+    import zmq
+    from jupyter_client.manager import KernelManager
+    from traitlets.config import Config
+
+    if "transport_encryption" not in KernelManager.class_traits() or not zmq.has("curve"):
+        return {}
+    return {"config": Config({"KernelManager": {"transport_encryption": "auto"}})}
+
+
+def publish(new: Path, old: Path) -> None:
+    """Put folder `new` in the place of folder `old` (two renames, each atomic; `old` goes if
+    there is no `new`)."""
+    old.parent.mkdir(parents=True, exist_ok=True)
+    replaced = old.with_name(f".{old.name}.replaced")
+    shutil.rmtree(replaced, ignore_errors=True)
+    if old.exists():
+        os.replace(old, replaced)
+    if new.exists():
+        os.replace(new, old)
+    shutil.rmtree(replaced, ignore_errors=True)
+
+
+@contextmanager
+def staged(notebook: str, label: str, reference: bool):
+    """A reference run's notebook writes its figures and results (and page, run time) into a
+    staging folder under runs/; only when the block finished are they swapped in for the
+    committed ones, so an interrupted run leaves the previous outputs in place. Other runs write
+    in place. $BNPAPER_PUBLISH names where the outputs will be (the notebook shows it)."""
+    if not reference:
+        yield
+        return
+    final = output_root()
+    staging = repo_root() / "runs" / ".reference" / notebook
+    shutil.rmtree(staging, ignore_errors=True)
+    os.environ["BNPAPER_OUTPUT"], os.environ["BNPAPER_PUBLISH"] = str(staging), str(final)
+    try:
+        yield
+    finally:
+        os.environ["BNPAPER_OUTPUT"] = str(final)
+        os.environ.pop("BNPAPER_PUBLISH", None)
+    for kind in ("figures", "results"):
+        publish(staging / kind / notebook / label, final / kind / notebook / label)
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def run(
@@ -180,16 +237,17 @@ def run(
         label = params.config_label(nb, params.resolve(nb, injected).values)
         dst = out / f"{nb}.ipynb"
         log(f"[bnpaper] {nb}: {', '.join(f'{k}={v!r}' for k, v in injected.items())} -> {dst}")
-        if reference:  # no figure or result of older code survives next to the new ones
-            for kind in ("figures", "results"):
-                shutil.rmtree(output_root() / kind / nb / label, ignore_errors=True)
-        t0 = time.perf_counter()
-        execute(nb, injected, dst, log)
-        dt = time.perf_counter() - t0
-        log(f"[bnpaper] {nb}: done in {dt:.0f} s")
-        write_run_time(nb, label, budget, dt, cached)
+        with staged(nb, label, reference):  # no figure or result of older code survives
+            t0 = time.perf_counter()
+            with following(nb, out / f".{nb}.progress", log) as log_in_order:
+                execute(nb, injected, dst, log_in_order)
+            dt = time.perf_counter() - t0
+            log(f"[bnpaper] {nb}: done in {dt:.0f} s")
+            write_run_time(nb, label, budget, dt, cached)
+            if reference:
+                render_page(dst, nb, label)
         if reference:
-            log(f"[bnpaper] {nb}: page -> {render_page(dst, nb, label)}")
+            log(f"[bnpaper] {nb}: page -> {output_root() / 'figures' / nb / label / nb}.html")
         records.append(RunRecord(nb, dst, dt))
     return records
 
@@ -254,7 +312,8 @@ def read_matrix(path: Path | None = None) -> tuple[str, list[MatrixEntry]]:
     doc = params.load_yaml(path.read_text()) or {}
     if not isinstance(doc, dict) or set(doc) - {"budget", "runs"} or "runs" not in doc:
         raise ConfigError(
-            f"{path}: a matrix file holds `budget` and `runs`, got {sorted(doc) if isinstance(doc, dict) else doc!r}"
+            f"{path}: a matrix file holds `budget` and `runs`, "
+            f"got {sorted(doc) if isinstance(doc, dict) else doc!r}"
         )
     budget = doc.get("budget", "full")
     entries = []

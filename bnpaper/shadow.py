@@ -1,11 +1,12 @@
-"""The shadow-model pool for membership inference: keep matrix, query augmentations, cached
-shadow training through an executor, and the pool's logits.
+"""The shadow-model pool for membership inference: cached shadow training and its logits.
 
-Each shadow model is one cached unit (`Store().cached("shadow", config, ...)`, keyed by its
-full training config, its mitigation, its keep column, the pool's data fingerprint and the
-package source). Results are stored on
-the client as each unit finishes, so a killed run loses at most the units in flight and a
-re-run trains only the missing ones.
+Keep matrix, query augmentations, shadow training through an executor, the pool's scores.
+
+Each shadow model is one cached unit (`Store.put("shadow", config, ...)`, keyed by its full
+training config, its mitigation, its keep column, the pool's data fingerprint and the code this
+module imports). Results are stored on the client as each unit finishes, so a killed run loses at
+most the units in flight and a re-run trains only the missing ones. A pack of K shadows trained
+together gives each member a K-th of the pack's time in its sidecar (`pack_seconds`: the whole).
 
 Executors (`executor=`):
   "inprocess"         one unit after the other in this process (default)
@@ -27,6 +28,7 @@ import concurrent.futures as cf
 import copy
 import hashlib
 import multiprocessing
+import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -36,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from . import mia
+from .progress import Counter
 from .mitigation import MitigationConfig, fit_mitigated
 from .config import ConfigError, check_choice
 from .data import Split, normalize
@@ -166,6 +169,13 @@ def train_task(task: ShadowTask) -> list[dict]:
     return out
 
 
+def timed_task(task: ShadowTask) -> tuple[float, list[dict]]:
+    """`train_task` and the seconds it took (measured where it runs: a worker's own time)."""
+    t0 = time.perf_counter()
+    out = train_task(task)
+    return time.perf_counter() - t0, out
+
+
 # ---------------------------------------------------------------- executors
 class InProcessExecutor(cf.Executor):
     """Runs each submitted call at once, in this process (the default executor)."""
@@ -258,7 +268,7 @@ def _unit_config(
 
 
 def _trainer(trainer: str, arch: str, pack_size: int) -> str:
-    """The trainer "auto" stands for: packed LeNets (with or without a regularizer), plain otherwise."""
+    """The trainer "auto" stands for: packed LeNets (with or without a regularizer), else plain."""
     check_choice("trainer", trainer, TRAINERS)
     if trainer == "auto":
         return "packed" if arch == "lenet" and pack_size > 1 else "plain"
@@ -295,20 +305,18 @@ def run_shadows(
     cfgs = shadow_configs(base, len(keep), seed)
     rows = [np.flatnonzero(k) for k in keep]
     units = [_unit_config(c, r, trainer, mitigation) for c, r in zip(cfgs, rows)]
-    missing = [i for i, u in enumerate(units) if not store.has("shadow", u, fp)]
+    missing = [i for i, u in enumerate(units) if not store.has("shadow", u, fp, module=__name__)]
     size = pack_size if trainer == "packed" else 1
     groups: list[list[int]] = []
     for i in missing:  # packed members need index sets of equal length
         g = next((g for g in groups if len(g) < size and len(rows[g[0]]) == len(rows[i])), None)
         g.append(i) if g is not None else groups.append([i])
-    done = {}
-    bar = tqdm(
-        total=len(keep),
-        initial=len(keep) - len(missing),
-        disable=not progress,
-        desc=f"shadows {base.arch}/{base.norm}",
-        leave=False,
-    )
+    what = f"shadows {base.arch}/{base.norm}"
+    cached = len(keep) - len(missing)
+    bar = tqdm(total=len(keep), initial=cached, disable=not progress, desc=what, leave=False)
+    count = Counter(what, len(keep), cached)
+    if missing:
+        count.begin()
     with open_executor(executor) as (ex, n_workers):
         todo, running = deque(groups), {}
         while todo or running:
@@ -322,14 +330,17 @@ def run_shadows(
                     threads,
                     mitigation,
                 )
-                running[ex.submit(train_task, task)] = g
+                running[ex.submit(timed_task, task)] = g
             fin, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
             for fut in fin:
                 g = running.pop(fut)
-                results = fut.result()  # a failed unit stops the run; finished ones are kept
+                seconds, results = fut.result()  # a failed unit stops the run; finished ones stay
                 for i, res in zip(g, results):
-                    store.cached("shadow", units[i], lambda res=res: res, data=fp)
+                    store.put(
+                        "shadow", units[i], res, fp, module=__name__, seconds=seconds, pack=len(g)
+                    )
                 bar.update(len(g))
+                count.add(len(g), seconds / len(g))
     bar.close()
     xs = normalize(split.x, split.mean, split.std)
     c, h = split.x.shape[1], split.x.shape[2]
@@ -338,7 +349,7 @@ def run_shadows(
         for k in ("phi", "logp", "test_logp", "correct", "train_acc", "train_clean_acc", "test_acc")
     }
     for cfg, u in zip(cfgs, units):
-        res = store.load("shadow", u, fp)
+        res = store.load("shadow", u, fp, module=__name__)
         logits = res["logits"]
         if bn_query_mode != "eval":
             model = build_model(cfg.arch, cfg.norm, c, split.n_classes, h)
@@ -378,20 +389,8 @@ def n_cached(
     fp = split.fingerprint()
     cfgs = shadow_configs(base, len(keep), seed)
     return sum(
-        store.has("shadow", _unit_config(c, np.flatnonzero(k), trainer, mitigation), fp)
+        store.has(
+            "shadow", _unit_config(c, np.flatnonzero(k), trainer, mitigation), fp, module=__name__
+        )
         for c, k in zip(cfgs, keep)
     )
-
-
-__all__ = [
-    "keep_matrix",
-    "query_shifts",
-    "query_logits",
-    "run_shadows",
-    "ShadowPool",
-    "open_executor",
-    "check_executor",
-    "train_task",
-    "ShadowTask",
-    "n_cached",
-]

@@ -1,10 +1,13 @@
 """Persistence: a content-addressed cache of expensive units, atomic writes, result JSON.
 
-A unit's key is the sha256 of (kind, configuration, data fingerprint, the source of the whole
-`bnpaper` package, the torch version): a code change anywhere in the package, or another torch,
-computes anew; a finished unit loads in milliseconds. A unit is `<kind>/<key>.pt` plus its sidecar
-`<key>.json` (configuration, source hash, torch version, date, seconds), written sidecar first, so
-a `.pt` never exists without its sidecar. One lock per unit (`<key>.lock`, flock) makes two runs
+A unit's key is the sha256 of (kind, configuration, data fingerprint, the code the unit runs, the
+torch version, the device). The code is the source of the modules its computation imports: the
+import closure, within the package, of the module that defines the unit's compute function
+(`bnpaper.closure`, read from the code). An edit to any of them, or another torch, computes anew;
+an edit elsewhere (plots, text, the runner) keeps every unit; a finished unit loads in
+milliseconds. A unit is `<kind>/<key>.pt` plus its sidecar `<key>.json` (configuration, code
+module, closure and hash, torch, device, date, the seconds it took), written sidecar first, so a
+`.pt` never exists without its sidecar. One lock per unit (`<key>.lock`, flock) makes two runs
 sharing a cache wait for each other instead of training the same unit twice; under that lock the
 temp files a killed writer left behind are removed. A killed unit leaves at most a `.partial`
 checkpoint, from which it resumes.
@@ -27,26 +30,13 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
+from . import closure
 from .config import ConfigError, cache_root, output_root
 from .config import device as _device
 
 T = TypeVar("T")
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
-PACKAGE = Path(__file__).resolve().parent
-
-
-def source_hash(package: Path = PACKAGE) -> str:
-    """sha256 over every `.py` file of the package (names and contents)."""
-    h = hashlib.sha256()
-    for p in sorted(Path(package).glob("*.py")):
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-# The code this process runs: the package imports all of its modules at import time, so the hash
-# taken now describes the code in memory (an edit after import does not pass for new code).
-SOURCE_HASH = source_hash()
 
 
 def _canonical(obj: Any) -> Any:
@@ -60,19 +50,20 @@ def _canonical(obj: Any) -> Any:
 def cache_key(
     kind: str,
     config: dict,
-    data: str = "",
-    source: str | None = None,
+    data: str,
+    source: str,
     torch_version: str | None = None,
     device: str | None = None,
 ) -> str:
-    """The hex key of one unit: kind, configuration, data fingerprint, package source, torch,
-    and the device it trains on (a GPU's numbers are not the CPU's)."""
+    """The hex key of one unit: kind, configuration, data fingerprint, the hash of the code it runs
+    (`closure.code(...).hash`), torch, and the device it trains on (a GPU's numbers are not the
+    CPU's)."""
     payload = json.dumps(
         {
             "kind": kind,
             "config": _canonical(config),
             "data": data,
-            "source": SOURCE_HASH if source is None else source,
+            "source": source,
             "torch": torch.__version__ if torch_version is None else torch_version,
             "device": _device() if device is None else device,
         },
@@ -108,11 +99,21 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def _defined_in_package(fn: Callable) -> bool:
+def code_of(compute: Callable) -> closure.Code:
+    """The code a compute function runs: the closure of the package module that defines it.
+    A function defined elsewhere (a notebook) is refused: its code is not part of the key, so its
+    result could outlive it."""
+    fn = compute
     while isinstance(fn, functools.partial):
         fn = fn.func
-    module = getattr(fn, "__module__", None) or ""
-    return module == "bnpaper" or module.startswith("bnpaper.")
+    module = getattr(fn, "__module__", None) or "?"
+    if closure.module_name(module) not in closure.SOURCES:
+        raise ConfigError(
+            f"Store.cached: compute={getattr(fn, '__qualname__', fn)!r} is defined in "
+            f"{module!r}, not in the bnpaper package; a cached unit's code must live in bnpaper/ "
+            "(its source is part of the key)"
+        )
+    return closure.code(module)
 
 
 @contextmanager
@@ -127,19 +128,20 @@ def _locked(path: Path):
 
 
 class Store:
-    """A folder of cached units: `<root>/<kind>/<key>.pt`, its sidecar `<key>.json`, its lock."""
+    """A folder of cached units: `<root>/<kind>/<key>.pt`, its sidecar `<key>.json`, its lock.
+    `module` names the package module whose code (import closure) a unit runs."""
 
     def __init__(self, root: str | Path | None = None):
         self.root = Path(root) if root is not None else cache_root()
 
-    def path(self, kind: str, key: str) -> Path:
-        return self.root / kind / f"{key}.pt"
+    def path(self, kind: str, config: dict, data: str, code: closure.Code) -> Path:
+        return self.root / kind / f"{cache_key(kind, config, data, code.hash)}.pt"
 
-    def has(self, kind: str, config: dict, data: str = "") -> bool:
-        return self.path(kind, cache_key(kind, config, data)).exists()
+    def has(self, kind: str, config: dict, data: str = "", *, module: str) -> bool:
+        return self.path(kind, config, data, closure.code(module)).exists()
 
-    def load(self, kind: str, config: dict, data: str = "") -> Any:
-        return torch.load(self.path(kind, cache_key(kind, config, data)), weights_only=False)
+    def load(self, kind: str, config: dict, data: str = "", *, module: str) -> Any:
+        return torch.load(self.path(kind, config, data, closure.code(module)), weights_only=False)
 
     def cached(
         self,
@@ -151,48 +153,73 @@ class Store:
     ) -> T:
         """Return the stored result of `compute()` for this key, computing and storing it first
         if needed. With `resumable`, `compute(checkpoint=path)` gets a path to keep partial state.
-        `compute` must be defined in the bnpaper package: code in a notebook is not part of the
-        key, so its result could outlive it."""
-        if not _defined_in_package(compute):
-            raise ConfigError(
-                f"Store.cached({kind!r}): compute={getattr(compute, '__qualname__', compute)!r} is "
-                f"defined in {getattr(compute, '__module__', '?')!r}, not in the bnpaper package; "
-                "a cached unit's code must live in bnpaper/ (its source is part of the key)"
-            )
-        key = cache_key(kind, config, data)
-        path = self.path(kind, key)
+        `compute` must be defined in the bnpaper package (`code_of`)."""
+        code = code_of(compute)
+        path = self.path(kind, config, data, code)
         if path.exists():
             return torch.load(path, weights_only=False)
         with _locked(path.with_suffix(".lock")):
             if path.exists():  # another run finished it while we waited
                 return torch.load(path, weights_only=False)
-            for orphan in path.parent.glob(f"{key}.*tmp*"):  # left by a killed writer
-                orphan.unlink(missing_ok=True)
             partial = path.with_suffix(".partial")
             t0 = time.perf_counter()
             result = compute(checkpoint=partial) if resumable else compute()
-            atomic_write_bytes(
-                path.with_suffix(".json"),
-                json.dumps(
-                    {
-                        "kind": kind,
-                        "config": _canonical(config),
-                        "data": data,
-                        "source_hash": SOURCE_HASH,
-                        "torch": torch.__version__,
-                        "device": _device(),
-                        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
-                            timespec="seconds"
-                        ),
-                        "seconds": round(time.perf_counter() - t0, 2),
-                    },
-                    indent=1,
-                    default=str,
-                ).encode(),
-            )
-            atomic_torch_save(result, path)
+            self._write(path, result, kind, config, data, code, time.perf_counter() - t0)
             partial.unlink(missing_ok=True)
         return result
+
+    def put(
+        self,
+        kind: str,
+        config: dict,
+        result: Any,
+        data: str = "",
+        *,
+        module: str,
+        seconds: float,
+        pack: int = 1,
+    ) -> None:
+        """Store a `result` that `module`'s code computed elsewhere (a shadow pool's worker), one
+        of `pack` units trained together in `seconds`: its sidecar records its share,
+        `seconds / pack`, and for a pack the whole (`pack_seconds`, `pack_size`). A unit already
+        stored stays as it is."""
+        code = closure.code(module)
+        path = self.path(kind, config, data, code)
+        timing = {"pack_seconds": round(seconds, 2), "pack_size": pack} if pack > 1 else None
+        with _locked(path.with_suffix(".lock")):
+            if not path.exists():
+                self._write(path, result, kind, config, data, code, seconds / pack, timing)
+
+    def _write(
+        self,
+        path: Path,
+        result: Any,
+        kind: str,
+        config: dict,
+        data: str,
+        code: closure.Code,
+        seconds: float,
+        timing: dict | None = None,
+    ) -> None:
+        """Sidecar first, then the result (under the unit's lock); a killed writer's temp files
+        go first."""
+        for orphan in path.parent.glob(f"{path.stem}.*tmp*"):
+            orphan.unlink(missing_ok=True)
+        side = {
+            "kind": kind,
+            "config": _canonical(config),
+            "data": data,
+            "code": code.as_dict(),
+            "torch": torch.__version__,
+            "device": _device(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(seconds, 2),
+            **(timing or {}),
+        }
+        atomic_write_bytes(
+            path.with_suffix(".json"), json.dumps(side, indent=1, default=str).encode()
+        )
+        atomic_torch_save(result, path)
 
 
 def _jsonable(obj: Any) -> Any:
@@ -217,7 +244,3 @@ def save_results(notebook: str, dataset: str, results: dict, name: str = "result
     """Write a notebook's results as stable, sorted JSON (NaN/inf become null)."""
     text = json.dumps(_jsonable(results), indent=1, sort_keys=True) + "\n"
     atomic_write_bytes(results_path(notebook, dataset, name), text.encode())
-
-
-def load_results(notebook: str, dataset: str, name: str = "results") -> dict:
-    return json.loads(results_path(notebook, dataset, name).read_text())

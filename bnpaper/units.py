@@ -1,15 +1,19 @@
-"""Every cached unit the notebooks use, built in one place: a trained model (01, 02, 04, 05) and a
-shadow-model pool (03, 05), and notebook 03's LiRA pool from its resolved parameters (03, 05).
+"""Every cached unit the notebooks use, built in one place: trained models and shadow pools.
+
+A trained model (01, 02, 04, 05), a shadow-model pool (03, 05), and notebook 03's LiRA pool from
+its resolved parameters (03, 05).
 Notebooks never build cache keys; the key is the unit's configuration, the data fingerprint, the
-package source and the torch version (`bnpaper.store`)."""
+source of the modules this module imports (its import closure) and the torch version
+(`bnpaper.store`)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, replace
 from functools import partial
 from typing import Mapping
 
-from . import shadow
+from . import progress, shadow
 from .data import Dataset, Split, make_split
 from .mitigation import MitigationConfig, fit_mitigated
 from .probes import GradProbe
@@ -28,9 +32,12 @@ def _fit(
     checkpoint,
 ) -> TrainResult:
     hook = probe.hook(split) if probe is not None else None
-    return fit_mitigated(
+    t0 = time.perf_counter()
+    result = fit_mitigated(
         split, cfg, mitigation, checkpoint=checkpoint, on_epoch_end=hook, desc=desc
     )
+    progress.counter("model").add(seconds=time.perf_counter() - t0, detail=desc or "")
+    return result
 
 
 def trained(

@@ -1,4 +1,5 @@
-"""Parameters by every route: declarations, params files, the runner's plan, the notebook's start()."""
+"""Parameters by every route (declarations, params files, the runner's plan, the notebook's
+start()), and the runner's own behaviour: staged reference outputs, progress, a quiet kernel."""
 
 import pytest
 import yaml
@@ -72,7 +73,8 @@ def test_dataset_file_applies_when_only_the_dataset_is_given():
 
 
 def test_papermill_by_hand_and_the_runner_resolve_the_same_parameters(monkeypatch):
-    """`papermill 03_lira.ipynb out.ipynb -p dataset cifar10` == `reproduce --dataset cifar10 --only 03`."""
+    """`papermill 03_lira.ipynb out.ipynb -p dataset cifar10` resolves as
+    `reproduce --dataset cifar10 --only 03`."""
     monkeypatch.setattr(notebook, "check_data", lambda p: None)  # CIFAR-10 is not on this machine
     ns = dict(params.defaults("03_lira"))
     ns["dataset"] = "cifar10"
@@ -243,7 +245,8 @@ def test_papermill_p_with_a_list_as_a_string_says_how_to_pass_it():
     )
     with pytest.raises(
         ConfigError,
-        match=r"outlier_frac='\[0.1\]' must be a list, got a string; with papermill pass it as YAML: -y",
+        match=r"outlier_frac='\[0.1\]' must be a list, got a string; "
+        r"with papermill pass it as YAML: -y",
     ):
         notebook.start(ns, "03_lira", quiet=True)
 
@@ -306,7 +309,8 @@ def test_the_shipped_matrix_resolves_every_configuration_to_its_own_folder():
     "text, match",
     [
         (
-            "budget: full\nruns:\n  - {notebooks: ['01'], datasets: [fashion_mnist], set: {epochs: -1}}\n",
+            "budget: full\nruns:\n"
+            "  - {notebooks: ['01'], datasets: [fashion_mnist], set: {epochs: -1}}\n",
             "epochs",
         ),
         ("budget: full\nruns:\n  - {notebooks: ['01'], datasets: [cifar11]}\n", "cifar11"),
@@ -337,3 +341,88 @@ def test_every_notebook_trains_on_the_device_its_parameter_names(nb, monkeypatch
     monkeypatch.setattr(config.torch.cuda, "is_available", lambda: True)
     notebook.start(dict(params.defaults(nb), device="auto"), nb, quiet=True)
     assert config.device() == "cuda"  # auto picks the GPU where there is one
+
+
+def _reference_root(tmp_path, monkeypatch):
+    """A repository root with the real params files and notebook sources, and committed outputs
+    of notebook 01 from an earlier reference run."""
+    _fake_root(tmp_path, monkeypatch, {})
+    for src in REAL_PARAMS.glob("*.yaml"):
+        (tmp_path / "params" / src.name).write_text(src.read_text())
+    label = params.config_label(NB, params.resolve(NB, {"budget": "quick"}).values)
+    for kind in ("figures", "results"):
+        (tmp_path / kind / NB / label).mkdir(parents=True)
+        (tmp_path / kind / NB / label / "old.txt").write_text("earlier run")
+    return label
+
+
+REAL_PARAMS = config.repo_root() / "params"
+
+
+def _fake_notebook(fail: bool):
+    """An `execute` that writes a figure, a result and a progress line as a notebook would, and
+    then stops (`fail`) or finishes."""
+
+    def execute(nb, injected, dst, log):
+        from bnpaper import progress
+
+        label = params.config_label(nb, params.resolve(nb, injected).values)
+        for kind in ("figures", "results"):
+            (config.output_root() / kind / nb / label).mkdir(parents=True, exist_ok=True)
+            (config.output_root() / kind / nb / label / "new.txt").write_text("this run")
+        progress.Counter("model").add(seconds=1.0)
+        if fail:
+            raise KeyboardInterrupt("interrupted in the middle of the notebook")
+
+    return execute
+
+
+def _page(executed, nb, label):
+    path = config.output_root() / "figures" / nb / label / f"{nb}.html"
+    path.write_text("<html>")
+    return path
+
+
+def test_an_interrupted_reference_run_leaves_the_committed_outputs_in_place(tmp_path, monkeypatch):
+    label = _reference_root(tmp_path, monkeypatch)
+    monkeypatch.setattr(reproduce, "execute", _fake_notebook(fail=True))
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.run("fashion_mnist", "quick", ["01"], reference=True, log=lambda line: None)
+    for kind in ("figures", "results"):
+        assert sorted(p.name for p in (tmp_path / kind / NB / label).iterdir()) == ["old.txt"]
+    assert config.output_root() == tmp_path  # the staging folder was only this notebook's
+
+
+def test_a_finished_reference_run_replaces_the_committed_outputs(tmp_path, monkeypatch):
+    label = _reference_root(tmp_path, monkeypatch)
+    monkeypatch.setattr(reproduce, "execute", _fake_notebook(fail=False))
+    monkeypatch.setattr(reproduce, "render_page", _page)
+    logged = []
+    reproduce.run("fashion_mnist", "quick", ["01"], reference=True, log=logged.append)
+    figures = sorted(p.name for p in (tmp_path / "figures" / NB / label).iterdir())
+    results = sorted(p.name for p in (tmp_path / "results" / NB / label).iterdir())
+    assert figures == [f"{NB}.html", "new.txt"] and results == ["new.txt", "run_time.json"]
+    assert f"[bnpaper] {NB}: model 1 trained (1 s)" in logged
+    assert not (tmp_path / "runs" / ".reference" / NB).exists()
+    assert not list((tmp_path / "figures" / NB).glob(".*"))  # nothing replaced is left behind
+
+
+def test_the_runners_kernel_runs_without_the_unencrypted_tcp_warning(tmp_path, monkeypatch, capfd):
+    """ipykernel warns on every run that it talks over TCP without encryption; the runner's kernel
+    is encrypted (CurveZMQ) where pyzmq can. Checked against the same run without the option."""
+    import nbformat
+
+    pytest.importorskip("zmq").has("curve") or pytest.skip("pyzmq without CurveZMQ")
+    _fake_root(tmp_path, monkeypatch, {})
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(tmp_path / "notebooks" / f"{NB}.ipynb"))
+    warning = "running over TCP without encryption"
+    options = reproduce.kernel_options
+    monkeypatch.setattr(reproduce, "kernel_options", dict)
+    reproduce.execute(NB, {}, tmp_path / "plain.ipynb", log=lambda line: None)
+    assert warning in capfd.readouterr().err  # the check can see the warning
+    monkeypatch.setattr(reproduce, "kernel_options", options)
+    reproduce.execute(NB, {}, tmp_path / "out.ipynb", log=lambda line: None)
+    assert warning not in capfd.readouterr().err
+    assert nbformat.read(str(tmp_path / "out.ipynb"), 4).cells[-1].outputs[0]["text"] == "42\n"

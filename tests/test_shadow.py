@@ -197,3 +197,32 @@ def test_two_tiny_shadows_through_a_real_dask_cluster(tmp_path):
         sp, TINY, keep, trainer="plain", store=Store(tmp_path / "d"), progress=False
     )
     assert np.allclose(pool.phi, ref.phi)  # same units, same results as in-process
+
+
+def test_packed_shadows_record_their_share_of_the_packs_measured_time(tmp_path):
+    """Sidecars say what a unit really took: a pack of 4 gives each member a quarter of its time."""
+    import json
+
+    sp, keep = _toy_split(), shadow.keep_matrix(8, 64, 2)
+    shadow.run_shadows(sp, TINY, keep, pack_size=4, store=Store(tmp_path), progress=False)
+    metas = [json.loads(p.read_text()) for p in (tmp_path / "shadow").glob("*.json")]
+    assert len(metas) == 8 and all(m["pack_size"] == 4 for m in metas)
+    for m in metas:
+        assert m["pack_seconds"] > 0 and m["seconds"] == pytest.approx(
+            m["pack_seconds"] / 4, abs=0.01
+        )
+    assert metas[0]["code"]["module"] == "shadow" and "packed" in metas[0]["code"]["closure"]
+
+
+def test_a_pool_reports_each_finished_pack_to_the_progress_file(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("BNPAPER_PROGRESS", str(tmp_path / "progress"))
+    sp, keep = _toy_split(), shadow.keep_matrix(8, 64, 2)
+    shadow.run_shadows(sp, TINY, keep, pack_size=4, store=Store(tmp_path / "c"), progress=False)
+    recs = [json.loads(line) for line in (tmp_path / "progress").read_text().splitlines()]
+    assert [(r["what"], r["done"], r["total"]) for r in recs] == [
+        ("shadows lenet/bn", 0, 8),
+        ("shadows lenet/bn", 4, 8),
+        ("shadows lenet/bn", 8, 8),
+    ]
