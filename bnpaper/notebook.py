@@ -8,6 +8,7 @@ caught where they enter: papermill's injected-parameters cell, params files, the
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,7 +148,10 @@ def describe(run: Run) -> str:
         for k, src in run.changed.items()
         if k not in ("dataset", "budget")
     )
-    where, cache = _shown(output_root()), _shown(cache_root())
+    # a reference run writes into a staging folder and publishes it when the notebook finished
+    published = os.environ.get("BNPAPER_PUBLISH")
+    where = _shown(Path(published) if published else output_root())
+    cache = _shown(cache_root())
     where = "the repository (reference run)" if where == "./" else where
     return (
         f"{run.notebook}: dataset {run.dataset}, budget {run.params['budget']}"
