@@ -1,5 +1,4 @@
-"""The regularizer's frontier (clean accuracy against memorization over lambda), what a
-practitioner would try instead, and the comparison of each alternative at equal accuracy.
+"""The regularizer's frontier over lambda, and each alternative compared with it at equal accuracy.
 
 On the evaluation seeds, BN (lambda = 0) and the regularizer at every lambda form a frontier;
 each alternative (no-BN, GroupNorm, BN without gamma, decay on gamma, stronger weight decay, BN
@@ -14,6 +13,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .claims import Verdict, judge
 from .stats import Estimate, t_mean
 from .variants import ACCURACY, MEMORIZATION, Lineup, Variant, curve, finals
 
@@ -162,13 +162,11 @@ def frontier_rows(
     measure: str = "memorization",
     over: str = "seeds",
     **common,
-) -> list[dict]:
+) -> list[Verdict]:
     """The verdict rows `claim_id` (`05.frontier`; `05.frontier.lira` for LiRA's frontier), one per
     alternative: its `measure` minus the regularizer's at its clean accuracy over every
     (corruption, seed) cell of `alts` (the frontier's kinds; for LiRA one pool, and its targets
     in place of seeds: `over`), with the accuracy the regularizer lacks there as the confound."""
-    from .claims import judge
-
     kinds = list(alts)
     per = f"mean over {len(kinds)} corruption(s) per seed, " if over == "seeds" else ""
     rows = []

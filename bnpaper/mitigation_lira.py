@@ -1,5 +1,8 @@
-"""LiRA on notebook 03's shadow pools with and without the chosen setting, and LiRA's frontier
-(clean accuracy against LiRA AUC over lambda, beside the alternatives)."""
+"""LiRA on notebook 03's pools with and without the chosen setting, and LiRA's frontier.
+
+LiRA's frontier is clean accuracy against LiRA AUC over lambda, beside the alternatives, on
+notebook 03's pool with its targets in place of seeds.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from . import frontier
+from .claims import Verdict, judge
 from .mitigation import MitigationConfig
 from .variants import Lineup, Variant
 
@@ -105,7 +109,7 @@ def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, lineup: Lineup
     }
 
 
-def lira_frontier_rows(lf: Mapping, variant: str, **common) -> list[dict]:
+def lira_frontier_rows(lf: Mapping, variant: str, **common) -> list[Verdict]:
     """The verdict rows `05.frontier.lira` of a `lira_frontier`: per alternative its LiRA AUC minus
     the regularizer's at its clean accuracy, t interval over the pool's targets."""
     return frontier.frontier_rows(
@@ -178,12 +182,10 @@ def lira_row(
     tol: float,
     pool: str,
     **common,
-) -> dict:
+) -> Verdict:
     """The verdict row `05.lira`: the paired AUC change on all examples, BN minus the chosen
     setting (`variants` {'bn', 'reg', 'none'}: Variant), its shadows' clean-accuracy cost (BN's
     minus the chosen setting's) as the confound, every family's clean test accuracy beside it."""
-    from .claims import judge
-
     acc = {v.name: comparison.summary[n]["shadow_test_acc"] for n, v in variants.items()}
     bn, reg = variants["bn"], variants["reg"]
     cost = acc[bn.name] - acc[reg.name]

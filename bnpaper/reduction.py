@@ -1,5 +1,8 @@
-"""The chosen setting judged on the evaluation seeds: the share of BN's memorization it removes,
-what it costs in clean accuracy, and |gamma|/sigma of its BN channels beside BN's."""
+"""The chosen setting judged: the share of BN's memorization it removes, its cost, its gamma/sigma.
+
+On the evaluation seeds: per kind the share of BN's final memorization the chosen setting
+removes, what it costs in clean accuracy, and |gamma|/sigma of its BN channels beside BN's.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
+from .claims import Verdict, judge
 from .mitigation import relative_reductions
 from .models import bn_layers
 from .stats import Estimate, t_mean, t_paired_diff
@@ -60,15 +64,13 @@ def reduction_rows(
     tol: float,
     chosen_on: str,
     **common,
-) -> list:
+) -> list[Verdict]:
     """The verdict rows `05.reduction.<kind>`, one per corruption kind: per evaluation seed the
     share of BN's final memorization of that kind (`curve`) the chosen setting removes
     (`reduction`), judged with its clean-accuracy cost (BN's minus the chosen setting's clean
     test accuracy, mean over seeds) as the confound. Beside it: the three models' clean test
     accuracy, the absolute changes (`paired_changes`), `chosen_on` (the kinds the setting was
     chosen on) and, for rare, the rare class's held-out accuracy."""
-    from .claims import judge
-
     rows = []
     for c in corruptions:
         mem, acc = (

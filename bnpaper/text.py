@@ -4,6 +4,8 @@ compute that produces the numbers (each takes numbers or frozen results, returns
 from __future__ import annotations
 
 # ---------------------------------------------------------------- shared: tables and intervals
+
+
 def markdown_table(header: list[str], rows: list[list]) -> str:
     """A Markdown table; floats with 3 decimals, None as 'n/a'."""
 

@@ -1,12 +1,12 @@
-"""Notebook 05's model families (a norm, a mitigation, a weight decay), where each trains, and the
-one place a measure is read off their histories.
+"""Notebook 05's model families, where each trains, and the measures read off their histories.
 
-Memorization (`MEMORIZATION`, read only through `curve`) depends on the corruption kind, as in
-notebook 01 (`memorization.memorization_curve`): for label flips and OOD images, the accuracy on
-the corrupted training samples with respect to their corrupted labels; for a rare class (labels
-true), the accuracy on its trained members minus that on its held-out test samples. Utility is
-the clean test accuracy (`ACCURACY`; for a selection model trained with `data.with_validation`,
-its validation accuracy).
+A family is a norm, a mitigation and a weight decay (`Variant`; its words come from one record
+per mitigation method, `METHOD_WORDS`). Memorization (`MEMORIZATION`, read only through `curve`)
+depends on the corruption kind, as in notebook 01 (`memorization.memorization_curve`): for label
+flips and OOD images, the accuracy on the corrupted training samples with respect to their
+corrupted labels; for a rare class (labels true), the accuracy on its trained members minus that
+on its held-out test samples. Utility is the clean test accuracy (`ACCURACY`; for a selection
+model trained with `data.with_validation`, its validation accuracy).
 
 The rare kind is judged only: the setting is chosen, and the frontier and the alternatives are
 drawn, on the flip and OOD kinds (`grid_kinds`); on rare splits only BN, the chosen setting and
