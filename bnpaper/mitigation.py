@@ -24,14 +24,14 @@ lam/2 * sum gamma_c^2 on the BN scales only (weight decay on gamma, on top of th
 `MitigationConfig` names a mitigation in a cache key and `fit_mitigated(split, cfg, mit)` is
 `train.fit` with its hooks (removed afterwards); `relative_reductions(base, mitigated)` is the
 per-seed share of the baseline's memorization that a mitigation removes. Notebook 05's
-experiment (selection, frontier, comparisons) lives in `bnpaper.mitigation_study`.
+experiment lives in `variants`, `selection`, `frontier`, `reduction` and `mitigation_lira`.
 """
 
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -41,7 +41,6 @@ from torch.utils.hooks import RemovableHandle
 from .config import ConfigError, check_number
 
 _BatchNorm = nn.modules.batchnorm._BatchNorm
-METHODS = ("none", "penalty", "projection", "gamma_decay")
 
 
 def _has_gamma(m: nn.Module) -> bool:
@@ -215,9 +214,31 @@ def gamma_sigma(model: nn.Module) -> dict[str, torch.Tensor]:
     }
 
 
+Hooks = tuple["GammaSigmaRegularizer | GammaDecay | None", "GammaSigmaProjection | None"]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One mitigation method: the `MitigationConfig` fields it uses (in this order in its cache
+    key) and its hooks for `train.fit` (regularizer, after_step) given the config and a model."""
+
+    params: tuple[str, ...]
+    hooks: Callable[["MitigationConfig", nn.Module | None], Hooks]
+
+
+METHODS: dict[str, Method] = {
+    "none": Method((), lambda m, model: (None, None)),
+    "penalty": Method(
+        ("lam", "tau"), lambda m, model: (GammaSigmaRegularizer(m.lam, m.tau, model=model), None)
+    ),
+    "projection": Method(("tau",), lambda m, model: (None, GammaSigmaProjection(m.tau))),
+    "gamma_decay": Method(("lam",), lambda m, model: (GammaDecay(m.lam), None)),
+}
+
+
 @dataclass(frozen=True)
 class MitigationConfig:
-    """Which mitigation a training run uses: method in METHODS, lam (penalty weight; for
+    """Which mitigation a training run uses: method (a key of METHODS), lam (penalty weight; for
     "gamma_decay" the L2 coefficient on gamma), tau (bound on gamma/sigma). `as_dict()` is part
     of a cache key."""
 
@@ -234,32 +255,20 @@ class MitigationConfig:
         check_number("tau", self.tau, 0.0, None, lo_open=True)
 
     def as_dict(self) -> dict:
-        if self.method == "none":
-            return {"method": "none"}
-        if self.method == "projection":
-            return {"method": "projection", "tau": self.tau}
-        if self.method == "gamma_decay":
-            return {"method": "gamma_decay", "lam": self.lam}
-        return {"method": "penalty", "lam": self.lam, "tau": self.tau}
+        """The method and the parameters it uses (part of a cache key)."""
+        return {"method": self.method, **{k: getattr(self, k) for k in METHODS[self.method].params}}
 
-    def hooks(
-        self, model: nn.Module | None = None
-    ) -> tuple[GammaSigmaRegularizer | GammaDecay | None, GammaSigmaProjection | None]:
+    def hooks(self, model: nn.Module | None = None) -> Hooks:
         """(regularizer, after_step) for `bnpaper.train.fit` (the penalty's hooks on `model`'s BN
-        layers, or, without a model, on every module built later); remove the regularizer after use."""
-        if self.method == "penalty":
-            return GammaSigmaRegularizer(self.lam, self.tau, model=model), None
-        if self.method == "gamma_decay":
-            return GammaDecay(self.lam), None
-        if self.method == "projection":
-            return None, GammaSigmaProjection(self.tau)
-        return None, None
+        layers, or, without a model, on every module built later); remove the regularizer after
+        use."""
+        return METHODS[self.method].hooks(self, model)
 
 
 def fit_mitigated(split, cfg, mit: MitigationConfig, **kw):
     """`bnpaper.train.fit(split, cfg, **kw)` with the regularizer / projection / gamma decay of
-    `mit`; the regularizer's hooks are removed afterwards, also when training fails. Every variant of a
-    comparison (method "none" included) goes through this one trainer."""
+    `mit`; the regularizer's hooks are removed afterwards, also when training fails. Every
+    variant of a comparison (method "none" included) goes through this one trainer."""
     from .train import fit
 
     reg, proj = mit.hooks()

@@ -1,13 +1,13 @@
 """Tests of the gamma/sigma regularizer, projection and gamma decay (bnpaper.mitigation) and of
-notebook 05's experiment (bnpaper.mitigation_study)."""
+notebook 05's experiment (variants, selection, frontier, reduction, mitigation_lira, its text)."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn as nn
 
-from bnpaper import mitigation, plot_memorization, plot_mitigation
-from bnpaper import mitigation_study as ms
+from bnpaper import frontier, mitigation, mitigation_lira, plot_memorization, plot_mitigation
+from bnpaper import reduction, selection, text, variants
 from bnpaper.config import ConfigError
 from bnpaper.data import make_split, Dataset
 from bnpaper.models import build_model
@@ -62,7 +62,8 @@ def test_penalty_value_and_gradient_match_a_hand_computation():
     assert p.item() == pytest.approx(lam * np.sum(excess**2), rel=1e-12)
     d_gamma = 2 * lam * excess * np.sign(gamma) / sigma
     np.testing.assert_allclose(bn.weight.grad.numpy(), d_gamma, rtol=1e-10, atol=1e-14)
-    # through sigma: d pen / d x_ic = 2 lam excess_c * (-|gamma_c| / sigma_c^2) * (x_ic - mu_c) / (n sigma_c)
+    # through sigma:
+    # d pen / d x_ic = 2 lam excess_c * (-|gamma_c| / sigma_c^2) * (x_ic - mu_c) / (n sigma_c)
     d_x = 2 * lam * excess * (-np.abs(gamma) / sigma**2) * (xn - mu) / (n * sigma)
     np.testing.assert_allclose(x.grad.numpy(), d_x, rtol=1e-10, atol=1e-14)
 
@@ -170,7 +171,10 @@ def test_regularizer_and_projection_work_inside_the_trainer():
         pen = fit(sp, cfg, progress=False, regularizer=reg)
     assert _global_hooks() == before
     proj = fit(sp, cfg, progress=False, after_step=mitigation.GammaSigmaProjection(0.3))
-    gs = lambda r: torch.cat(list(mitigation.gamma_sigma(r.model(1, 10, 28)).values()))
+
+    def gs(r):
+        return torch.cat(list(mitigation.gamma_sigma(r.model(1, 10, 28)).values()))
+
     assert float(gs(pen).mean()) < float(gs(base).mean())
     assert float(gs(proj).max()) <= 0.3 * (1 + 1e-5)
 
@@ -312,11 +316,14 @@ MC = mitigation.MitigationConfig
 def test_variant_names_labels_colors_and_configs():
     from bnpaper.train import TrainConfig
 
-    bn, none = ms.Variant("bn"), ms.Variant("none")
-    pen = ms.Variant("bn", MC("penalty", 0.01, 1.0))
-    proj = ms.Variant("bn", MC("projection", lam=5.0, tau=0.5))
-    gd, wd = ms.Variant("bn", MC("gamma_decay", lam=0.05)), ms.Variant("bn", weight_decay=5e-3)
-    vs = (bn, none, pen, proj, gd, wd, ms.Variant("gn"))
+    bn, none = variants.Variant("bn"), variants.Variant("none")
+    pen = variants.Variant("bn", MC("penalty", 0.01, 1.0))
+    proj = variants.Variant("bn", MC("projection", lam=5.0, tau=0.5))
+    gd, wd = (
+        variants.Variant("bn", MC("gamma_decay", lam=0.05)),
+        variants.Variant("bn", weight_decay=5e-3),
+    )
+    vs = (bn, none, pen, proj, gd, wd, variants.Variant("gn"))
     assert [v.name for v in vs] == [
         "bn",
         "none",
@@ -340,7 +347,7 @@ def test_variant_names_labels_colors_and_configs():
     base = TrainConfig(norm="bn", weight_decay=5e-4, epochs=3)
     assert wd.config(base, 7) == TrainConfig(norm="bn", weight_decay=5e-3, epochs=3, seed=7)
     assert none.config(base, 1).norm == "none" and none.config(base, 1).weight_decay == 5e-4
-    assert len(dict.fromkeys([pen, ms.Variant("bn", MC("penalty", 0.01, 1.0))])) == 1
+    assert len(dict.fromkeys([pen, variants.Variant("bn", MC("penalty", 0.01, 1.0))])) == 1
 
 
 def _history(noisy, test, clean=None, true=None):
@@ -367,7 +374,7 @@ def _final(runs, corr, name, seed, mem, acc):
 
 def test_selection_scores_and_the_rule_choose_as_written():
     bn, a, b, c = (
-        ms.Variant("bn", MC("penalty", lam, 1.0)) if lam else ms.Variant("bn")
+        variants.Variant("bn", MC("penalty", lam, 1.0)) if lam else variants.Variant("bn")
         for lam in (0, 1e-3, 1e-2, 1e-1)
     )
     runs = {}
@@ -377,7 +384,7 @@ def test_selection_scores_and_the_rule_choose_as_written():
             _final(runs, corr, a.name, s, 0.6, 0.900 - 0.002 * (s - 5))  # cost 0 / 0.002
             _final(runs, corr, b.name, s, 0.2, 0.895)  # cost 0.005
             _final(runs, corr, c.name, s, 0.0, 0.70)  # cost 0.2: too costly
-    sc = ms.selection_scores(runs, ["flip", "ood"], [5, 6], bn, [a, b, c])
+    sc = selection.selection_scores(runs, ["flip", "ood"], [5, 6], bn, [a, b, c])
     assert sc[a.name]["reduction"] == pytest.approx(0.25) and sc[a.name][
         "val_cost"
     ] == pytest.approx(0.001)
@@ -385,25 +392,25 @@ def test_selection_scores_and_the_rule_choose_as_written():
         "reduction"
     ] == pytest.approx(1.0)
     assert sc[c.name]["n_cells"] == 4
-    assert ms.choose(sc, 0.01) == b.name  # the most removed among the affordable
-    assert ms.choose(sc, 0.003) == a.name
-    assert ms.choose(sc, 0.5) == c.name
-    assert ms.choose(sc, 0.0001) == a.name  # none qualifies: the cheapest
+    assert selection.choose(sc, 0.01) == b.name  # the most removed among the affordable
+    assert selection.choose(sc, 0.003) == a.name
+    assert selection.choose(sc, 0.5) == c.name
+    assert selection.choose(sc, 0.0001) == a.name  # none qualifies: the cheapest
     tie = {
         "x": {"reduction": 0.5, "val_cost": 0.004},
         "y": {"reduction": 0.5, "val_cost": 0.002},
         "z": {"reduction": 0.5, "val_cost": 0.002},
     }
-    assert ms.choose(tie, 0.01) == "y"  # equal reduction: smaller cost, then earlier
+    assert selection.choose(tie, 0.01) == "y"  # equal reduction: smaller cost, then earlier
     zero = {
         ("flip", "bn", 0): R(_history([0.1, 0.0], [0.1, 0.9])),
         ("flip", a.name, 0): R(_history([0.1, 0.0], [0.1, 0.9])),
     }
-    assert ms.selection_scores(zero, ["flip"], [0], bn, [a])[a.name]["reduction"] == 0.0
+    assert selection.selection_scores(zero, ["flip"], [0], bn, [a])[a.name]["reduction"] == 0.0
 
 
 def test_the_selection_rule_is_read_from_the_claims_file():
-    rule = ms.selection_rule("05")
+    rule = selection.selection_rule("05")
     assert rule["max_val_cost"] == 0.01 and "disjoint" in rule["rule"]
 
 
@@ -436,22 +443,24 @@ def test_decreasing_fit_equals_sklearns_isotonic_regression():
     for _ in range(20):
         y = rng.normal(size=int(rng.integers(1, 9)))
         want = IsotonicRegression(increasing=False).fit_transform(np.arange(len(y)), y)
-        np.testing.assert_allclose(ms.decreasing_fit(y), want, atol=1e-12)
-    np.testing.assert_allclose(ms.decreasing_fit([0.8, 0.9, 0.5]), [0.85, 0.85, 0.5])
+        np.testing.assert_allclose(frontier.decreasing_fit(y), want, atol=1e-12)
+    np.testing.assert_allclose(frontier.decreasing_fit([0.8, 0.9, 0.5]), [0.85, 0.85, 0.5])
 
 
 def test_memorization_at_reads_the_monotone_frontier_at_the_given_accuracy():
     acc, mem = [0.90, 0.88, 0.80, 0.60], [0.5, 0.3, 0.1, 0.0]  # already monotone
-    assert ms.memorization_at(acc, mem, 0.84) == pytest.approx((0.2, 0.84))  # halfway 0.88 -> 0.80
-    assert ms.memorization_at(acc, mem, 0.88) == pytest.approx((0.3, 0.88))
-    assert ms.memorization_at(acc, mem, 0.50) == pytest.approx(
+    assert frontier.memorization_at(acc, mem, 0.84) == pytest.approx(
+        (0.2, 0.84)
+    )  # halfway 0.88 -> 0.80
+    assert frontier.memorization_at(acc, mem, 0.88) == pytest.approx((0.3, 0.88))
+    assert frontier.memorization_at(acc, mem, 0.50) == pytest.approx(
         (0.0, 0.60)
     )  # below: strongest point
     # more accurate than the frontier: the strongest point of the top plateau (after the fit)
-    assert ms.memorization_at([0.85, 0.86, 0.70], [0.5, 0.1, 0.0], 0.95) == pytest.approx(
+    assert frontier.memorization_at([0.85, 0.86, 0.70], [0.5, 0.1, 0.0], 0.95) == pytest.approx(
         (0.1, 0.855)
     )
-    assert ms.memorization_at([0.85, 0.85, 0.70], [0.5, 0.6, 0.0], 0.95) == pytest.approx(
+    assert frontier.memorization_at([0.85, 0.85, 0.70], [0.5, 0.6, 0.0], 0.95) == pytest.approx(
         (0.55, 0.85)
     )
 
@@ -462,11 +471,11 @@ def test_at_equal_accuracy_and_the_pooled_verdict_estimate_are_signed_as_named()
         "mem": np.array([[0.6, 0.2], [0.5, 0.1]]),
     }
     alt = {"acc": np.array([0.85, 0.95]), "mem": np.array([0.3, 0.05])}
-    c = ms.at_equal_accuracy(front, alt)
+    c = frontier.at_equal_accuracy(front, alt)
     np.testing.assert_allclose(c["reg_mem"], [0.4, 0.5])  # seed 1: above the frontier
     np.testing.assert_allclose(c["diff"], [-0.1, -0.45])  # alternative minus regularizer
     np.testing.assert_allclose(c["gap"], [0.0, 0.03])  # accuracy the regularizer lacks
-    e, gap = ms.pooled_difference([c, c])
+    e, gap = frontier.pooled_difference([c, c])
     assert e.n == 2 and e.value == pytest.approx(-0.275) and gap == pytest.approx(0.015)
 
 
@@ -475,7 +484,7 @@ def test_pooled_difference_pairs_the_corruptions_of_a_seed_and_counts_seeds_not_
 
     flip = {"diff": np.array([0.1, 0.3, 0.2]), "gap": np.zeros(3)}
     ood = {"diff": np.array([0.3, 0.1, 0.0]), "gap": np.full(3, 0.02)}
-    e, gap = ms.pooled_difference([flip, ood])
+    e, gap = frontier.pooled_difference([flip, ood])
     want = stats.t_mean([0.2, 0.2, 0.1])  # per seed: mean over the two kinds
     assert e.n == 3 and (e.value, e.lo, e.hi) == pytest.approx((want.value, want.lo, want.hi))
     assert gap == pytest.approx(0.01)
@@ -484,10 +493,10 @@ def test_pooled_difference_pairs_the_corruptions_of_a_seed_and_counts_seeds_not_
         "diff": np.zeros(3),
         "gap": np.array([-0.05, 0.0, 0.0]),
     }  # below the frontier in another
-    assert abs(ms.pooled_difference([short, beyond])[1]) == pytest.approx(
+    assert abs(frontier.pooled_difference([short, beyond])[1]) == pytest.approx(
         0.1 / 6
     )  # they do not cancel
-    assert ms.pooled_difference([beyond, beyond])[1] == pytest.approx(-0.05 / 3)
+    assert frontier.pooled_difference([beyond, beyond])[1] == pytest.approx(-0.05 / 3)
 
 
 def test_early_stop_takes_the_last_epoch_at_or_below_no_bns_memorization():
@@ -496,22 +505,24 @@ def test_early_stop_takes_the_last_epoch_at_or_below_no_bns_memorization():
         "noisy_acc": [0.12, 0.05, 0.03, 0.2, 0.5],
         "test_acc": [0.1, 0.6, 0.7, 0.75, 0.8],
     }
-    assert ms.early_stop(h, "flip", 0.04) == {"epoch": 2, "acc": 0.7, "mem": 0.03}
-    assert ms.early_stop(h, "flip", 0.01)["epoch"] == 2  # never that low: the least memorization
-    assert ms.early_stop(h, "flip", 0.9)["epoch"] == 4  # never above it: trained to the end
+    assert frontier.early_stop(h, "flip", 0.04) == {"epoch": 2, "acc": 0.7, "mem": 0.03}
+    assert (
+        frontier.early_stop(h, "flip", 0.01)["epoch"] == 2
+    )  # never that low: the least memorization
+    assert frontier.early_stop(h, "flip", 0.9)["epoch"] == 4  # never above it: trained to the end
     # a rare class: memorization is the trained-minus-held-out gap, not the members' accuracy
     rare = {
         **h,
         "noisy_acc": [0.1, 0.9, 0.95, 0.97, 0.99],
         "rare_test_acc": [0.1, 0.88, 0.9, 0.9, 0.9],
     }
-    assert ms.early_stop(rare, "rare", 0.06)["epoch"] == 2 and ms.early_stop(rare, "rare", 0.06)[
-        "mem"
-    ] == pytest.approx(0.05)
+    assert frontier.early_stop(rare, "rare", 0.06)["epoch"] == 2 and frontier.early_stop(
+        rare, "rare", 0.06
+    )["mem"] == pytest.approx(0.05)
 
 
 def test_alternative_points_pair_each_seed_and_add_bn_stopped_early():
-    bn, nobn, gn = ms.Variant("bn"), ms.Variant("none"), ms.Variant("gn")
+    bn, nobn, gn = variants.Variant("bn"), variants.Variant("none"), variants.Variant("gn")
     runs = {}
     for s, lv in ((0, 0.05), (1, 0.25)):
         runs["flip", "bn", s] = R(
@@ -519,20 +530,20 @@ def test_alternative_points_pair_each_seed_and_add_bn_stopped_early():
         )
         _final(runs, "flip", "none", s, lv, 0.75)
         _final(runs, "flip", "gn", s, 0.4, 0.78 + s / 100)
-    pts = ms.alternative_points(runs, "flip", [0, 1], [nobn, gn], bn, nobn)
+    pts = frontier.alternative_points(runs, "flip", [0, 1], [nobn, gn], bn, nobn)
     np.testing.assert_allclose(pts["gn"]["acc"], [0.78, 0.79])
     assert pts["bn@early"]["epoch"] == [1, 1] and list(pts["bn@early"]["acc"]) == [0.7, 0.7]
     assert list(pts) == ["none", "gn", "bn@early"] and pts["gn"]["color"] == "gn"
 
 
 def test_frontier_stacks_bn_then_each_lambda_per_seed():
-    bn = ms.Variant("bn")
-    f1, f2 = (ms.Variant("bn", MC("penalty", lam, 1.0)) for lam in (1e-3, 1e-1))
+    bn = variants.Variant("bn")
+    f1, f2 = (variants.Variant("bn", MC("penalty", lam, 1.0)) for lam in (1e-3, 1e-1))
     runs = {}
     for s in (0, 1):
         for v, m in ((bn, 0.6), (f1, 0.4), (f2, 0.1)):
             _final(runs, "ood", v.name, s, m + s / 10, 0.9 - m)
-    f = ms.frontier(runs, "ood", [0, 1], bn, [f1, f2])
+    f = frontier.frontier(runs, "ood", [0, 1], bn, [f1, f2])
     assert f["acc"].shape == (2, 3) and f["labels"] == ["BN", "$\\lambda$=0.001", "$\\lambda$=0.1"]
     np.testing.assert_allclose(f["mem"][1], [0.7, 0.5, 0.2])
     assert f["rows"][1] == f1.label
@@ -541,18 +552,18 @@ def test_frontier_stacks_bn_then_each_lambda_per_seed():
 def test_reduction_is_the_mean_share_removed_with_a_t_interval():
     from bnpaper import claims, stats
 
-    est = ms.reduction([0.8, 0.5, 0.4], [0.2, 0.25, 0.3])
+    est = reduction.reduction([0.8, 0.5, 0.4], [0.2, 0.25, 0.3])
     shares = [0.75, 0.5, 0.25]
     want = stats.t_mean(shares)
     assert est.value == pytest.approx(np.mean(shares))
     assert (est.lo, est.hi) == (pytest.approx(want.lo), pytest.approx(want.hi))
-    empty = ms.reduction([0.0, 0.5], [0.0, 0.1])  # nothing to reduce in seed 0
+    empty = reduction.reduction([0.0, 0.5], [0.0, 0.1])  # nothing to reduce in seed 0
     assert np.isnan(empty.value) and np.isnan(empty.lo) and empty.n == 2
     assert claims.judge("05.reduction.flip", empty, acc_gap=0.0)["verdict"] == "inconclusive"
 
 
 def test_paired_changes_are_signed_as_named():
-    d = ms.paired_changes([0.8, 0.6], [0.2, 0.2], [0.9, 0.8], [0.85, 0.8])
+    d = reduction.paired_changes([0.8, 0.6], [0.2, 0.2], [0.9, 0.8], [0.85, 0.8])
     assert d["absolute_reduction"]["value"] == pytest.approx(0.5)  # base minus mitigated
     assert d["clean_acc_change"]["value"] == pytest.approx(-0.025)  # mitigated minus base
 
@@ -594,32 +605,34 @@ def test_channel_scales_pool_every_bn_channel_of_every_model():
                 bn.weight.copy_(torch.randn_like(bn.weight))
                 bn.running_var.copy_(torch.rand_like(bn.running_var) + 0.1)
         results.append(TrainResult({"arch": "lenet", "norm": "bn"}, m.state_dict()))
-    ds = SimpleNamespace(x_train=torch.zeros(1, 1, 28, 28), n_classes=10)
-    g, sg, r = ms.channel_scales(results, ds)
+    x = (torch.rand(8, 1, 28, 28) * 255).to(torch.uint8)
+    split = SimpleNamespace(x=x, n_classes=10, mean=(0.5,), std=(0.25,))
+    g, sg = reduction.channel_scales(results, [split, split])
+    r = g / sg
     per_model = torch.cat(list(mitigation.gamma_sigma(results[0].model(1, 10, 28)).values()))
     assert len(r) == 2 * len(per_model) == 2 * (6 + 16 + 120 + 84)
     np.testing.assert_allclose(r[: len(per_model)], per_model.numpy(), rtol=1e-6)
     np.testing.assert_allclose(r, g / sg)
-    s = ms.scale_summary(np.array([2.0, 0.5, 3.0, 1.0]), np.ones(4), tau=1.5)
+    s = reduction.scale_summary(np.array([2.0, 0.5, 3.0, 1.0]), np.ones(4), tau=1.5)
     assert s["median"] == pytest.approx(1.5) and s["frac_above_1"] == 0.5
     assert s["frac_above_tau"] == 0.5 and s["median_sigma"] == 1.0
 
 
 def test_tables_put_labels_intervals_and_clean_accuracy_in_the_rows():
     assert (
-        ms.markdown_table(["a", "b", "c"], [["x", 0.12345, None]])
+        text.markdown_table(["a", "b", "c"], [["x", 0.12345, None]])
         == "| a | b | c |\n|---|---|---|\n| x | 0.123 | n/a |"
     )
-    a, b = ms.Variant("bn", MC("penalty", 1e-3, 1.0)), ms.Variant("bn", MC("projection", tau=1.0))
-    sel = ms.selection_table(
-        {
-            a.name: {"val_cost": 0.004, "reduction": 0.5},
-            b.name: {"val_cost": 0.02, "reduction": 0.9},
-        },
-        [a, b],
-        a,
-        0.01,
+    a, b = (
+        variants.Variant("bn", MC("penalty", 1e-3, 1.0)),
+        variants.Variant("bn", MC("projection", tau=1.0)),
     )
+    scores = {
+        a.name: {"val_cost": 0.004, "reduction": 0.5},
+        b.name: {"val_cost": 0.02, "reduction": 0.9},
+    }
+    rule = {"rule": "r", "max_val_cost": 0.01}
+    sel = text.selection_table(selection.Selection(rule, scores, (a, b), a, (0,), ("flip",)))
     assert sel.splitlines()[2] == f"| {a.label} | 0.004 | 0.500 | yes | **chosen** |"
     assert sel.splitlines()[3] == f"| {b.label} | 0.020 | 0.900 | no |  |"
     front = {"rows": ["BN"], "acc": np.array([[0.8], [0.9]]), "mem": np.array([[0.5], [0.5]])}
@@ -633,21 +646,21 @@ def test_tables_put_labels_intervals_and_clean_accuracy_in_the_rows():
             "gap": np.array([0.05, -0.05]),
         }
     }
-    t = ms.frontier_table({"flip": front}, {"flip": alts}, {"flip": cmp}).splitlines()
+    t = text.frontier_table({"flip": front}, {"flip": alts}, {"flip": cmp}).splitlines()
     from bnpaper import stats
 
     e = stats.t_mean([0.8, 0.9])
     assert t[2] == f"| flip | BN | 0.850 [{e.lo:.3f}, {e.hi:.3f}] | 0.500 [0.500, 0.500] |  |  |  |"
-    assert (
-        t[3]
-        == "| flip | GroupNorm | 0.850 [0.850, 0.850] | 0.300 [0.300, 0.300] | 0.500 | -0.200 [-0.200, -0.200] | +0.000 |"
+    assert t[3] == (
+        "| flip | GroupNorm | 0.850 [0.850, 0.850] | 0.300 [0.300, 0.300] | 0.500 "
+        "| -0.200 [-0.200, -0.200] | +0.000 |"
     )
 
 
 def test_example_groups():
-    g = ms.example_groups(np.array([True, False, False]))
+    g = mitigation_lira.example_groups(np.array([True, False, False]))
     assert list(g) == ["all", "corrupted", "clean"] and g["all"].all() and g["clean"].sum() == 2
-    assert list(ms.example_groups(np.zeros(3, bool))) == ["all"]
+    assert list(mitigation_lira.example_groups(np.zeros(3, bool))) == ["all"]
 
 
 def _pool(keep, phi, test_acc):
@@ -678,10 +691,10 @@ def test_compare_lira_detects_a_leaky_pool_and_refuses_unpaired_pools():
     tight = _pool(keep, noise, [0.7] * 8)  # no membership signal
     mask = np.zeros(200, bool)
     mask[:20] = True
-    out = ms.compare_lira(
+    out = mitigation_lira.compare_lira(
         {"bn": leaky, "reg": tight, "none": tight},
         "online_fixed",
-        ms.example_groups(mask),
+        mitigation_lira.example_groups(mask),
         "bn",
         "reg",
         n_boot=200,
@@ -700,7 +713,7 @@ def test_compare_lira_detects_a_leaky_pool_and_refuses_unpaired_pools():
     assert fpr[0] == 0 and tpr[-1] == 1 and np.all(np.diff(fpr) >= 0)
     other = _pool(shadow.keep_matrix(8, 200, seed=1), noise, [0.7] * 8)
     with pytest.raises(ValueError, match="not paired"):
-        ms.compare_lira(
+        mitigation_lira.compare_lira(
             {"bn": leaky, "reg": other}, "online_fixed", {"all": ~mask | mask}, "bn", "reg"
         )
 
@@ -723,10 +736,10 @@ def test_a_regularized_pool_differs_from_03s_packed_bn_pool_by_the_regularizer_o
     assert np.array_equal(packed.keep, reg.keep) and packed.configs == reg.configs
     np.testing.assert_allclose(zero.phi, packed.phi, atol=1e-4)
     assert np.abs(reg.phi - packed.phi).max() > 0.1  # the regularizer changed them
-    out = ms.compare_lira(
+    out = mitigation_lira.compare_lira(
         {"bn": packed, "reg": reg},
         "online_fixed",
-        ms.example_groups(tiny_split.mask.numpy()),
+        mitigation_lira.example_groups(tiny_split.mask.numpy()),
         "bn",
         "reg",
         n_boot=50,
@@ -797,7 +810,7 @@ def test_frontier_panel_draws_every_point_inside_the_unit_square_and_passes_the_
     }
     fig, ax = plt.subplots()
     plot_mitigation.frontier_panel(
-        ax, *ms.frontier_points(fronts, alts, [0.79, 0.8], [0.2, 0.1], "chosen"), "t"
+        ax, *frontier.frontier_points(fronts, alts, [0.79, 0.8], [0.2, 0.1], "chosen"), "t"
     )
     lo, hi = ax.get_ylim()
     assert -0.02 <= lo and hi <= 1.02  # the t interval of 2 seeds reaches past 0
@@ -815,8 +828,11 @@ def test_lira_reading_calls_a_lower_auc_at_lower_accuracy_no_privacy_win():
             "bn": {"all": {"auc": 0.77}, "shadow_test_acc": 0.75},
             "reg": {"all": {"auc": 0.50}, "shadow_test_acc": acc_reg},
         }
-        return ms.lira_reading(
-            ms.LiraComparison({}, np.zeros((1, 1)), s, {"all": delta}, {}), "bn", "reg", tol=0.01
+        return text.lira_reading(
+            mitigation_lira.LiraComparison({}, np.zeros((1, 1)), s, {"all": delta}, {}),
+            "bn",
+            "reg",
+            tol=0.01,
         )
 
     lower = Estimate(0.27, 0.25, 0.29, 8)
@@ -827,7 +843,7 @@ def test_lira_reading_calls_a_lower_auc_at_lower_accuracy_no_privacy_win():
 
 
 def test_jsonable_turns_arrays_into_lists_everywhere():
-    got = ms.jsonable({"a": np.arange(3), "b": [np.zeros(2), {"c": np.ones(1)}], "d": 1.5})
+    got = frontier.jsonable({"a": np.arange(3), "b": [np.zeros(2), {"c": np.ones(1)}], "d": 1.5})
     assert got == {"a": [0, 1, 2], "b": [[0.0, 0.0], {"c": [1.0]}], "d": 1.5}
 
 
@@ -845,32 +861,36 @@ def _rare_history(fit, held, test=0.8):
 def test_memorization_is_read_per_kind_in_one_place():
     h = _rare_history(0.95, 0.70)
     np.testing.assert_allclose(
-        ms.curve(h, "rare", ms.MEMORIZATION), [0.0, 0.25]
+        variants.curve(h, "rare", variants.MEMORIZATION), [0.0, 0.25]
     )  # trained minus held out
     np.testing.assert_allclose(
-        ms.curve(h, "flip", ms.MEMORIZATION), [0.1, 0.95]
+        variants.curve(h, "flip", variants.MEMORIZATION), [0.1, 0.95]
     )  # accuracy on the labels
-    np.testing.assert_allclose(ms.curve(h, "rare", ms.HELD_OUT), [0.1, 0.70])
+    np.testing.assert_allclose(variants.curve(h, "rare", variants.HELD_OUT), [0.1, 0.70])
     runs = {("rare", "bn", s): R(_rare_history(0.95, 0.70 + s / 10)) for s in (0, 1)}
-    np.testing.assert_allclose(ms.finals(runs, "rare", "bn", [0, 1], ms.MEMORIZATION), [0.25, 0.15])
-    assert ms.summarize([r.history for r in runs.values()], "rare")[
+    np.testing.assert_allclose(
+        variants.finals(runs, "rare", "bn", [0, 1], variants.MEMORIZATION), [0.25, 0.15]
+    )
+    assert reduction.summarize([r.history for r in runs.values()], "rare")[
         "final_memorization"
     ] == pytest.approx(0.2)
-    assert ms.summarize([r.history for r in runs.values()], "flip")[
+    assert reduction.summarize([r.history for r in runs.values()], "flip")[
         "final_memorization"
     ] == pytest.approx(0.95)
 
 
 def test_rare_is_judged_only_with_bn_the_chosen_setting_and_no_bn():
-    bn, nobn, gn = ms.Variant("bn"), ms.Variant("none"), ms.Variant("gn")
-    reg = ms.Variant("bn", MC("penalty", 0.01, 1.0))
+    bn, nobn, gn = variants.Variant("bn"), variants.Variant("none"), variants.Variant("gn")
+    reg = variants.Variant("bn", MC("penalty", 0.01, 1.0))
     assert (
-        ms.grid_kinds(["rare", "ood", "flip"]) == ["ood", "flip"] and ms.grid_kinds(["rare"]) == []
+        variants.grid_kinds(["rare", "ood", "flip"]) == ["ood", "flip"]
+        and variants.grid_kinds(["rare"]) == []
     )
-    p = ms.plan(["flip", "rare"], [bn, reg, gn, nobn], [bn, reg, nobn])
+    p = variants.plan(["flip", "rare"], [bn, reg, gn, nobn], [bn, reg, nobn])
     assert p == {"flip": [bn, reg, gn, nobn], "rare": [bn, reg, nobn]}
     with pytest.raises(ValueError, match="judged, never chosen on"):
-        ms.selection_splits(None, ["flip", "rare"], [0], 100, 0.1, "noise", 10)
+        recipe = variants.SplitRecipe(100, 0.1, "noise", 1, 0.05, -1)
+        selection.selection_splits(None, ["flip", "rare"], [0], recipe, 10)
 
 
 def test_train_grid_trains_each_kind_its_own_variants(tiny_split, monkeypatch):
@@ -880,8 +900,8 @@ def test_train_grid_trains_each_kind_its_own_variants(tiny_split, monkeypatch):
     monkeypatch.setattr(
         units, "trained", lambda split, cfg, mitigation, desc: calls.append(desc) or desc
     )
-    bn, nobn, gn = ms.Variant("bn"), ms.Variant("none"), ms.Variant("gn")
-    runs = ms.train_grid(
+    bn, nobn, gn = variants.Variant("bn"), variants.Variant("none"), variants.Variant("gn")
+    runs = variants.train_grid(
         {("flip", 0): tiny_split, ("rare", 0): tiny_split},
         {"flip": [bn, gn, bn], "rare": [bn, nobn]},
         TrainConfig(),
@@ -902,7 +922,8 @@ def test_evaluation_splits_keep_the_rare_class_at_its_share_for_every_seed():
     x = (torch.rand(600, 1, 8, 8, generator=g) * 255).to(torch.uint8)
     y = torch.arange(600) % 10
     ds = Dataset("bal", x[:500], y[:500], x[500:], y[500:], 10, (0.5,), (0.25,))
-    sp = ms.evaluation_splits(ds, ["flip", "rare"], [0, 1], 200, 0.1, "noise", 100, 0.05, 3)
+    recipe = variants.SplitRecipe(200, 0.1, "noise", 100, 0.05, 3)
+    sp = variants.evaluation_splits(ds, ["flip", "rare"], [0, 1], recipe)
     for s in (0, 1):
         r = sp["rare", s]
         assert int(r.mask.sum()) == rare_count(0.05, 200) == 10 and set(r.y[r.mask].tolist()) == {3}
@@ -913,13 +934,17 @@ def test_evaluation_splits_keep_the_rare_class_at_its_share_for_every_seed():
 
 
 def test_rare_reduction_row_judges_the_gap_with_the_cost_and_held_out_accuracy_beside_it():
-    bn, reg, nobn = ms.Variant("bn"), ms.Variant("bn", MC("penalty", 0.01, 1.0)), ms.Variant("none")
+    bn, reg, nobn = (
+        variants.Variant("bn"),
+        variants.Variant("bn", MC("penalty", 0.01, 1.0)),
+        variants.Variant("none"),
+    )
     runs = {}
     for s, (gb, gr) in enumerate(((0.40, 0.10), (0.30, 0.15), (0.20, 0.10))):
         runs["rare", bn.name, s] = R(_rare_history(0.95, 0.95 - gb, 0.85))
         runs["rare", reg.name, s] = R(_rare_history(0.90, 0.90 - gr, 0.845))
         runs["rare", nobn.name, s] = R(_rare_history(0.80, 0.78, 0.80))
-    (row,) = ms.reduction_rows(
+    (row,) = reduction.reduction_rows(
         runs, ["rare"], [0, 1, 2], bn, reg, nobn, 0.01, "label flips", dataset="d", budget="b"
     )
     shares = [
@@ -935,12 +960,15 @@ def test_rare_reduction_row_judges_the_gap_with_the_cost_and_held_out_accuracy_b
     assert row["absolute_reduction"]["value"] == pytest.approx(0.3 - 0.35 / 3)
     for s in range(3):  # the same gaps at a cost above the tolerance
         runs["rare", reg.name, s].history["test_acc"][-1] = 0.80
-    (costly,) = ms.reduction_rows(runs, ["rare"], [0, 1, 2], bn, reg, nobn, 0.01, "label flips")
+    (costly,) = reduction.reduction_rows(
+        runs, ["rare"], [0, 1, 2], bn, reg, nobn, 0.01, "label flips"
+    )
     assert costly["verdict"] == "inconclusive" and "0.050 > 0.01" in costly["magnitude"]
-    line = ms.row_line(costly)
-    assert line.startswith("- rare: share of BN's memorization (trained minus held-out")
-    assert "held-out acc. of the rare class: bn 0.650" in line
-    t = ms.judged_table(runs, ["rare"], [0, 1, 2], [bn, nobn]).splitlines()
+    line = costly.line()
+    assert "share of BN's final memorization (trained minus held-out accuracy" in line
+    assert "-> inconclusive (the mitigation costs 0.050 > 0.01" in line
+    finals = reduction.judged_finals(runs, ["rare"], [0, 1, 2], [bn, nobn])
+    t = text.judged_table(finals).splitlines()
     assert t[2].startswith("| rare | BN | 0.300 [") and "| 0.950 | 0.650 | 0.850 [" in t[2]
 
 
@@ -993,11 +1021,11 @@ def test_rare_memorization_column_shows_negative_gaps_and_passes_the_audit():
 
 
 def test_the_frontier_is_drawn_on_the_wanted_kinds_the_run_has_else_its_first_flip_or_ood_kind():
-    bn, nobn, gn = ms.Variant("bn"), ms.Variant("none"), ms.Variant("gn")
-    assert ms.frontier_kinds(["flip", "ood", "rare"], ["flip"]) == ["flip"]
-    assert ms.frontier_kinds(["ood", "flip"], ["flip", "ood"]) == ["ood", "flip"]
-    assert ms.frontier_kinds(["ood", "rare"], ["flip"]) == ["ood"]  # flip absent: ood
-    p = ms.plan(["flip", "ood", "rare"], [bn, gn, nobn], [bn, nobn], ["flip"])
+    bn, nobn, gn = variants.Variant("bn"), variants.Variant("none"), variants.Variant("gn")
+    assert variants.frontier_kinds(["flip", "ood", "rare"], ["flip"]) == ["flip"]
+    assert variants.frontier_kinds(["ood", "flip"], ["flip", "ood"]) == ["ood", "flip"]
+    assert variants.frontier_kinds(["ood", "rare"], ["flip"]) == ["ood"]  # flip absent: ood
+    p = variants.plan(["flip", "ood", "rare"], [bn, gn, nobn], [bn, nobn], ["flip"])
     assert p == {"flip": [bn, gn, nobn], "ood": [bn, nobn], "rare": [bn, nobn]}
 
 
@@ -1013,7 +1041,8 @@ def test_05_lira_frontier_shadows_must_be_zero_or_an_even_number_of_at_least_fou
             params.validate(nb, {**d, "lira_frontier_shadows": bad})
     with pytest.raises(ConfigError, match="frontier_corruption"):
         params.validate(nb, {**d, "frontier_corruption": ["rare"]})
-    # LiRA's frontier trains with 03's recipe: a "stronger" decay must beat 03's too, before any training
+    # LiRA's frontier trains with 03's recipe: a "stronger" decay must beat 03's too, before any
+    # training
     assert params.resolve("03_lira").values["weight_decay"] == 5e-4
     with pytest.raises(
         ConfigError,
@@ -1052,15 +1081,20 @@ def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_
     seen = []
 
     def fake(ds, p, mix, seed, norm, mitigation, weight_decay):
-        name = ms.Variant(norm, mitigation, weight_decay).name
+        name = variants.Variant(norm, mitigation, weight_decay).name
         seen.append((name, p["n_shadows"], mix, seed))
         return _pool(keep, noise + leak[name] * keep[..., None], [acc[name]] * 8)
 
     monkeypatch.setattr(units, "lira_pool", fake)
     p03 = {"n_shadows": 16, "outlier_frac": [0.0, 0.05], "seeds": [3], "sigma_floor": 1e-3}
-    bn, gn, chosen = ms.Variant("bn"), ms.Variant("gn"), ms.Variant("bn", MC("projection", tau=1.0))
-    pts = [ms.Variant("bn", MC("penalty", lam, 1.0)) for lam in (0.01, 0.1)]
-    lf = ms.lira_frontier(None, p03, "online_fixed", 8, bn, pts, [gn], chosen)
+    bn, gn, chosen = (
+        variants.Variant("bn"),
+        variants.Variant("gn"),
+        variants.Variant("bn", MC("projection", tau=1.0)),
+    )
+    pts = [variants.Variant("bn", MC("penalty", lam, 1.0)) for lam in (0.01, 0.1)]
+    lineup = variants.Lineup(bn, chosen, variants.Variant("none"), pts, [gn])
+    lf = mitigation_lira.lira_frontier(None, p03, "online_fixed", 8, lineup)
     assert {s[1:] for s in seen} == {(8, 0.05, 3)} and len(
         seen
     ) == 5  # every family once, 8 shadows
@@ -1074,6 +1108,67 @@ def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_
     np.testing.assert_allclose(
         c["diff"], lf["alts"]["gn"]["mem"] - lf["front"]["mem"][:, 0]
     )  # BN's AUC there
-    rows = ms.lira_frontier_rows(lf, "online_fixed", dataset="fashion_mnist")
+    rows = mitigation_lira.lira_frontier_rows(lf, "online_fixed", dataset="fashion_mnist")
     assert [r["id"] for r in rows] == ["05.frontier.lira"] and rows[0]["n"] == 8
     assert "95% t interval over 8 targets" in rows[0]["unit"] and abs(rows[0]["measured"]) < 1e-9
+
+
+# ---------------------------------------------------------------- the method tables
+def test_every_method_keys_its_config_as_before_and_is_named_once():
+    """The cache key of a mitigation (`as_dict`) is the method and the fields it uses, in the
+    order every cached unit has used; the words of a family come from one record per method."""
+    assert MC().as_dict() == {"method": "none"}
+    assert list(MC("penalty", 0.01, 2.0).as_dict().items()) == [
+        ("method", "penalty"),
+        ("lam", 0.01),
+        ("tau", 2.0),
+    ]
+    assert MC("projection", 5.0, 0.5).as_dict() == {"method": "projection", "tau": 0.5}
+    assert MC("gamma_decay", 0.05, 3.0).as_dict() == {"method": "gamma_decay", "lam": 0.05}
+    assert set(mitigation.METHODS) == set(variants.METHOD_WORDS)
+    reg, proj = MC("projection", tau=0.5).hooks()
+    assert reg is None and isinstance(proj, mitigation.GammaSigmaProjection) and proj.tau == 0.5
+    assert MC().hooks() == (None, None)
+    points = [variants.Variant("bn", MC(m, 0.01, 0.5)).point_label for m in mitigation.METHODS]
+    assert points == ["", "$\\lambda$=0.01", "$\\tau$=0.5", "0.01"]
+
+
+def test_select_applies_the_written_rule_and_stores_what_results_json_held():
+    bn, a, b = (
+        variants.Variant("bn", MC("penalty", lam, 1.0)) if lam else variants.Variant("bn")
+        for lam in (0, 1e-3, 1e-2)
+    )
+    runs = {}
+    for s in (5, 6):
+        _final(runs, "flip", bn.name, s, 0.8, 0.90)
+        _final(runs, "flip", a.name, s, 0.6, 0.899)
+        _final(runs, "flip", b.name, s, 0.2, 0.70)  # too costly
+    choice = selection.select(runs, ["flip"], [5, 6], bn, [a, b])
+    assert choice.chosen == a and choice.max_cost == 0.01 and choice.kinds == ("flip",)
+    assert list(choice.as_dict()) == ["rule", "scores", "chosen", "seeds"]
+    assert choice.as_dict()["chosen"] == a.name and choice.as_dict()["seeds"] == [5, 6]
+    assert "**Chosen: " + a.label in text.selection_summary(choice, 100)
+
+
+def test_verdict_rows_gather_every_claim_of_05_in_order_with_dataset_and_budget_once():
+    from bnpaper import claims, mitigation_claims
+
+    bn, nobn, gn = variants.Variant("bn"), variants.Variant("none"), variants.Variant("gn")
+    points = variants.penalties([1e-3, 1e-1], [1.0])
+    lineup = variants.Lineup(bn, points[0], nobn, points, [nobn, gn])
+    runs = {}
+    for s in (0, 1, 2):
+        for v, m, acc in ((bn, 0.6, 0.9), (points[0], 0.3, 0.89), (points[1], 0.1, 0.8)):
+            _final(runs, "flip", v.name, s, m + s / 100, acc)
+        _final(runs, "flip", nobn.name, s, 0.4, 0.85)
+        _final(runs, "flip", gn.name, s, 0.5, 0.88)
+    frontiers = frontier.compare(runs, ["flip"], [0, 1, 2], lineup)
+    assert list(frontiers.alts["flip"]) == ["none", "gn", "bn@early"]
+    assert set(frontiers.as_dict()) == {"frontier", "alternatives", "at_equal_accuracy"}
+    rows = mitigation_claims.verdict_rows(
+        runs, ["flip"], [0, 1, 2], lineup, frontiers, None, None, dataset="d", budget="b"
+    )
+    assert [r.id for r in rows] == ["05.reduction.flip"] + ["05.frontier"] * 3
+    assert all(r.fields["dataset"] == "d" and r.fields["budget"] == "b" for r in rows)
+    assert rows[0].fields["chosen_on"] == "label flips"
+    assert all(isinstance(r, claims.Verdict) for r in claims.holm(rows))

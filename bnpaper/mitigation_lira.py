@@ -1,0 +1,218 @@
+"""LiRA on notebook 03's pools with and without the chosen setting, and LiRA's frontier.
+
+LiRA's frontier is clean accuracy against LiRA AUC over lambda, beside the alternatives, on
+notebook 03's pool with its targets in place of seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from . import frontier
+from .claims import Verdict, judge
+from .mitigation import MitigationConfig
+from .variants import Lineup, Variant
+
+
+@dataclass(frozen=True)
+class LiraComparison:
+    """LiRA on shadow pools that share one keep matrix: membership scores (T, N) per variant;
+    `summary` (per variant and example group the mean over targets of AUC, balanced accuracy and
+    TPR at low FPR; the shadows' mean clean test accuracy; the paired change in AUC); `delta`
+    (group -> Estimate of AUC(base) - AUC(mitigated)); `per_target` (per variant the AUC of
+    every target on all examples and every shadow's clean test accuracy, (T,)); the pool's
+    LiRA `variant`, the pool's outlier `mix`, its words and its number of shadows."""
+
+    scores: dict
+    keep: np.ndarray
+    summary: dict
+    delta: dict
+    per_target: dict
+    variant: str = ""  # the LiRA variant
+    mix: float = float("nan")  # the pool's outlier mix (notebook 03's largest)
+    pool: str = ""  # the pool in words, e.g. '10% ood outliers in 200 examples'
+    n_shadows: int = 0
+
+    def roc(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(fpr, tpr) of variant `name`'s membership scores, all targets pooled."""
+        from .mia import roc
+
+        return roc(self.scores[name].ravel(), self.keep.ravel())
+
+
+def lira_pools(ds, p03: Mapping, mitigation: MitigationConfig) -> tuple[dict, np.ndarray, float]:
+    """Notebook 03's shadow pools at its largest outlier mix and first seed, built with 03's
+    resolved parameters `p03` exactly as 03 builds them (the same split, keep matrix, configs
+    and trainer: the very cache units 03 trained), for BN and no-BN, and the same pool with the
+    regularizer `mitigation` (same trainer: packed LeNets carry it as one-at-a-time training does).
+    Returns ({'bn', 'none', 'reg'}: ShadowPool, the pool's outlier mask, the mix); the pools come
+    from `units.lira_pool`, the one definition 03 uses."""
+    from . import units
+
+    mix, seed = max(p03["outlier_frac"]), p03["seeds"][0]
+    pools = {n: units.lira_pool(ds, p03, mix, seed, n) for n in ("bn", "none")}
+    pools["reg"] = units.lira_pool(ds, p03, mix, seed, "bn", mitigation=mitigation)
+    return pools, units.lira_split(ds, p03, mix, seed).mask.numpy(), float(mix)
+
+
+def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, lineup: Lineup) -> dict:
+    """LiRA's frontier: notebook 03's pool (its largest outlier mix, first seed, 03's recipe and
+    trainer) at `n_shadows` shadows, one balanced keep matrix for all, trained for the families
+    of `lineup`: BN, every frontier setting (the regularizer over lambda, `points`), every
+    alternative and the chosen setting
+    (`units.lira_pool`; the keep matrix depends on the number of shadows, so these are 03's own
+    units only when `n_shadows` is 03's). Per pool and target: LiRA
+    `variant`'s AUC on all examples and the target's clean test accuracy. The targets play the
+    seeds' part of `frontier`: `front` (`mem` is the AUC, (targets, 1 + len(points))), `alts`
+    (as `alternative_points`, without the early stop: its epoch is an oracle read per seed),
+    `chosen` (acc, auc), `n_shadows`, `mix` and `cmp` (per alternative `at_equal_accuracy`)."""
+    from . import mia, units
+
+    bn, points, alternatives, chosen = (
+        lineup.bn,
+        lineup.frontier,
+        lineup.alternatives,
+        lineup.chosen,
+    )
+    p = {**p03, "n_shadows": n_shadows}
+    mix, seed = max(p["outlier_frac"]), p["seeds"][0]
+
+    def measure(v: Variant) -> tuple[np.ndarray, np.ndarray]:
+        pool = units.lira_pool(
+            ds, p, mix, seed, v.norm, mitigation=v.mit, weight_decay=v.weight_decay
+        )
+        s = mia.lira(pool.phi, pool.keep, sigma_floor=p["sigma_floor"])[variant]
+        every = {"all": np.ones(pool.keep.shape[1], bool)}
+        auc = mia.evaluate_targets(s, pool.keep, every).values["all"]["auc"]
+        return np.asarray(pool.test_acc, float), np.asarray(auc, float)
+
+    got = {v.name: measure(v) for v in dict.fromkeys([bn, *points, *alternatives, chosen])}
+    vs = [bn, *points]
+    front = frontier.frontier_of(
+        bn, points, *(np.stack([got[v.name][i] for v in vs], 1) for i in (0, 1))
+    )
+    alts = {
+        v.name: {"label": v.label, "color": v.color, "acc": got[v.name][0], "mem": got[v.name][1]}
+        for v in alternatives
+    }
+    return {
+        "front": front,
+        "alts": alts,
+        "chosen": got[chosen.name],
+        "n_shadows": n_shadows,
+        "mix": float(mix),
+        "cmp": {n: frontier.at_equal_accuracy(front, a) for n, a in alts.items()},
+    }
+
+
+def lira_frontier_rows(lf: Mapping, variant: str, **common) -> list[Verdict]:
+    """The verdict rows `05.frontier.lira` of a `lira_frontier`: per alternative its LiRA AUC minus
+    the regularizer's at its clean accuracy, t interval over the pool's targets."""
+    return frontier.frontier_rows(
+        {"lira": lf["alts"]},
+        {"lira": lf["cmp"]},
+        range(lf["n_shadows"]),
+        "05.frontier.lira",
+        f"LiRA ({variant}) AUC on 03's pool at {lf['n_shadows']} shadows (the targets share "
+        "one data draw and serve as each other's references)",
+        "targets",
+        **common,
+    )
+
+
+def example_groups(mask: np.ndarray) -> dict[str, np.ndarray]:
+    """The example groups an attack is measured on: all, and (if any example is corrupted) the
+    corrupted and the clean ones."""
+    mask = np.asarray(mask, bool)
+    groups = {"all": np.ones(len(mask), bool)}
+    return groups | ({"corrupted": mask, "clean": ~mask} if mask.any() else {})
+
+
+def compare_lira(
+    pools: Mapping[str, object],
+    variant: str,
+    groups: Mapping[str, np.ndarray],
+    base: str,
+    mitigated: str,
+    n_boot: int = 1000,
+    sigma_floor: float = 1e-3,
+) -> LiraComparison:
+    """Attack every pool (`bnpaper.shadow.ShadowPool`, by variant name) with LiRA `variant`,
+    each shadow in turn the target of the others (leave-one-out), and compare `base` with
+    `mitigated` paired on the same targets and examples (`mia.paired_delta_auc`: bootstrap over
+    targets and examples, seed 0). The pools must share their keep matrix."""
+    from . import mia
+
+    keep = np.asarray(pools[base].keep, bool)
+    for name, p in pools.items():
+        if not np.array_equal(p.keep, keep):
+            raise ValueError(f"pool {name!r} has another keep matrix than {base!r}: not paired")
+    scores = {n: mia.lira(p.phi, keep, sigma_floor=sigma_floor)[variant] for n, p in pools.items()}
+    summary: dict = {}
+    per_target: dict = {}
+    for n, s in scores.items():
+        tm = mia.evaluate_targets(s, keep, groups)
+        summary[n] = {g: {k: float(np.mean(v)) for k, v in tm.values[g].items()} for g in groups}
+        summary[n]["shadow_test_acc"] = float(np.mean(pools[n].test_acc))
+        per_target[n] = {
+            "auc": np.asarray(tm.values["all"]["auc"]),
+            "test_acc": np.asarray(pools[n].test_acc, float),
+        }
+    delta = {
+        g: mia.paired_delta_auc(
+            [(scores[base], scores[mitigated], keep)],
+            mask_per_run=[np.asarray(m, bool)],
+            n_boot=n_boot,
+            seed=0,
+        )
+        for g, m in groups.items()
+    }
+    summary["delta_auc_bn_minus_reg"] = {g: d.as_dict() for g, d in delta.items()}
+    return LiraComparison(scores, keep, summary, delta, per_target)
+
+
+def lira_row(
+    comparison: LiraComparison,
+    variants: Mapping[str, Variant],
+    variant: str,
+    tol: float,
+    pool: str,
+    **common,
+) -> Verdict:
+    """The verdict row `05.lira`: the paired AUC change on all examples, BN minus the chosen
+    setting (`variants` {'bn', 'reg', 'none'}: Variant), its shadows' clean-accuracy cost (BN's
+    minus the chosen setting's) as the confound, every family's clean test accuracy beside it."""
+    acc = {v.name: comparison.summary[n]["shadow_test_acc"] for n, v in variants.items()}
+    bn, reg = variants["bn"], variants["reg"]
+    cost = acc[bn.name] - acc[reg.name]
+    return judge(
+        "05.lira",
+        comparison.delta["all"],
+        acc_gap=cost,
+        unit=f"LiRA ({variant}) AUC, BN minus {reg.name}, 03's pool",
+        clean_test_acc=acc,
+        acc_cost=cost,
+        acc_tolerance=tol,
+        pool=pool,
+        regularizer=reg.mit.as_dict(),
+        **common,
+    )
+
+
+def on_03s_pool(ds, p03: Mapping, chosen: Variant, variant: str) -> LiraComparison:
+    """LiRA `variant` on notebook 03's pool (`lira_pools`, 03's resolved parameters `p03`) for
+    BN ('bn'), no-BN ('none') and the chosen setting ('reg'), compared on every example group
+    (`example_groups`), BN minus the chosen setting."""
+    from .text import lira_pool_words
+
+    pools, mask, mix = lira_pools(ds, p03, chosen.mit)
+    groups = example_groups(mask)
+    comparison = compare_lira(pools, variant, groups, "bn", "reg", sigma_floor=p03["sigma_floor"])
+    words, n_shadows = lira_pool_words(mix, p03), int(p03["n_shadows"])
+    return dataclasses.replace(
+        comparison, variant=variant, mix=mix, pool=words, n_shadows=n_shadows
+    )
