@@ -1,6 +1,7 @@
 """Benchmark: per-sample gradient norms against a plain training step, measured in one run.
 
-    .venv/bin/python bench/bench_grads.py [--batch 128] [--deep-batch 32] [--repeats 3] [--threads 2]
+    .venv/bin/python bench/bench_grads.py [--batch 128] [--deep-batch 32] [--repeats 3] \
+        [--threads 2]
 
 Prints seconds per batch and the ratio to a plain training step (forward + backward + SGD
 step) of the same model and batch, on 1x28x28 inputs (Fashion-MNIST's shape), and the ratio of
@@ -162,7 +163,8 @@ def _table(arch, norms, batch, repeats, cases_of):
             f()
             best[i] = min(best[i], time.perf_counter() - t)
     print(
-        f"\n{arch}, batch {batch}, {torch.get_num_threads()} threads, best of {repeats} interleaved rounds"
+        f"\n{arch}, batch {batch}, {torch.get_num_threads()} threads, "
+        f"best of {repeats} interleaved rounds"
     )
     print(f"{'model':6s} {'method':48s} {'s/batch':>9s} {'x step':>8s} {'FLOPs x step':>13s}")
     step = fl_step = None

@@ -90,7 +90,8 @@ def main() -> None:
     sec = measure(a.members, a.rows, a.epochs, a.rounds)
     samples = a.members * (a.rows // 64) * 64 * a.epochs
     print(
-        f"{a.members} LeNet-5 shadows x {a.rows} rows x {a.epochs} epochs, batch 64, {a.threads} threads, "
+        f"{a.members} LeNet-5 shadows x {a.rows} rows x {a.epochs} epochs, batch 64, "
+        f"{a.threads} threads, "
         f"best of {a.rounds} interleaved rounds"
     )
     for name, s in sec.items():

@@ -148,7 +148,8 @@ def fit_rows(threads: int) -> list[tuple[str, float, float]]:
         seen = (n // 128) * 128 * epochs
         rows.append(
             (
-                f"{arch} train.fit, {n} samples x {epochs} epochs, n_test 1000, per-epoch evaluation "
+                f"{arch} train.fit, {n} samples x {epochs} epochs, n_test 1000, "
+                "per-epoch evaluation "
                 "included",
                 seen / sec,
                 sec,

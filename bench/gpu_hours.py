@@ -150,7 +150,8 @@ def main() -> None:
         print(f"  {nb:24s} {sum(u[1] for u in units(nb, p)):6d} models  {flops:9.2e} FLOP")
     for arch, (tr, ev) in cost.items():
         print(
-            f"  {arch}: {tr / 1e9:.2f} GFLOP per training sample, {ev / 1e9:.2f} per evaluated sample"
+            f"  {arch}: {tr / 1e9:.2f} GFLOP per training sample, "
+            f"{ev / 1e9:.2f} per evaluated sample"
         )
     print(
         f"  total: {models} models, {total:.2e} FLOP = "

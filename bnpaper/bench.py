@@ -19,7 +19,8 @@ def load_note(load0: float, threads: int) -> str:
         if max(load0, load1) > threads + 1.0
         else ""
     )
-    return f"load average {load0:.1f} at the start, {load1:.1f} at the end ({os.cpu_count()} cores){warn}"
+    cores = os.cpu_count()
+    return f"load average {load0:.1f} at the start, {load1:.1f} at the end ({cores} cores){warn}"
 
 
 def main(argv: list[str] | None = None) -> int:

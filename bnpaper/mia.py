@@ -400,12 +400,14 @@ def memorization_score(correct: np.ndarray, keep: np.ndarray) -> np.ndarray:
 ATTACKS = ("online", "online_fixed", "offline", "offline_fixed", "loss", "rmia")
 
 
-def example_groups(mask: np.ndarray) -> dict[str, np.ndarray]:
+def example_groups(
+    mask: np.ndarray, names: tuple[str, str] = ("outliers", "inliers")
+) -> dict[str, np.ndarray]:
     """The example groups an attack is measured on, (N,) boolean each: "all", and when `mask`
-    (the outliers) holds any example, "outliers" and "inliers"."""
+    (the outliers) holds any example, the masked ones and the rest, named by `names`."""
     mask = np.asarray(mask, bool)
     groups = {"all": np.ones_like(mask)}
-    return groups | ({"outliers": mask, "inliers": ~mask} if mask.any() else {})
+    return groups | ({names[0]: mask, names[1]: ~mask} if mask.any() else {})
 
 
 def pool_scores(pool, sigma_floor: float = 1e-3) -> dict[str, np.ndarray]:

@@ -12,7 +12,7 @@ from typing import Mapping
 
 import numpy as np
 
-from . import frontier
+from . import frontier, mia, units
 from .claims import Verdict, judge
 from .mitigation import MitigationConfig
 from .variants import Lineup, Variant
@@ -39,9 +39,7 @@ class LiraComparison:
 
     def roc(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(fpr, tpr) of variant `name`'s membership scores, all targets pooled."""
-        from .mia import roc
-
-        return roc(self.scores[name].ravel(), self.keep.ravel())
+        return mia.roc(self.scores[name].ravel(), self.keep.ravel())
 
 
 def lira_pools(ds, p03: Mapping, mitigation: MitigationConfig) -> tuple[dict, np.ndarray, float]:
@@ -70,7 +68,6 @@ def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, lineup: Lineup
     seeds' part of `frontier`: `front` (`mem` is the AUC, (targets, 1 + len(points))), `alts`
     (as `alternative_points`, without the early stop: its epoch is an oracle read per seed),
     `chosen` (acc, auc), `n_shadows`, `mix` and `cmp` (per alternative `at_equal_accuracy`)."""
-    from . import mia, units
 
     bn, points, alternatives, chosen = (
         lineup.bn,
@@ -124,14 +121,6 @@ def lira_frontier_rows(lf: Mapping, variant: str, **common) -> list[Verdict]:
     )
 
 
-def example_groups(mask: np.ndarray) -> dict[str, np.ndarray]:
-    """The example groups an attack is measured on: all, and (if any example is corrupted) the
-    corrupted and the clean ones."""
-    mask = np.asarray(mask, bool)
-    groups = {"all": np.ones(len(mask), bool)}
-    return groups | ({"corrupted": mask, "clean": ~mask} if mask.any() else {})
-
-
 def compare_lira(
     pools: Mapping[str, object],
     variant: str,
@@ -145,7 +134,6 @@ def compare_lira(
     each shadow in turn the target of the others (leave-one-out), and compare `base` with
     `mitigated` paired on the same targets and examples (`mia.paired_delta_auc`: bootstrap over
     targets and examples, seed 0). The pools must share their keep matrix."""
-    from . import mia
 
     keep = np.asarray(pools[base].keep, bool)
     for name, p in pools.items():
@@ -206,11 +194,11 @@ def lira_row(
 def on_03s_pool(ds, p03: Mapping, chosen: Variant, variant: str) -> LiraComparison:
     """LiRA `variant` on notebook 03's pool (`lira_pools`, 03's resolved parameters `p03`) for
     BN ('bn'), no-BN ('none') and the chosen setting ('reg'), compared on every example group
-    (`example_groups`), BN minus the chosen setting."""
+    (`mia.example_groups`: all, corrupted, clean), BN minus the chosen setting."""
     from .text import lira_pool_words
 
     pools, mask, mix = lira_pools(ds, p03, chosen.mit)
-    groups = example_groups(mask)
+    groups = mia.example_groups(mask, ("corrupted", "clean"))
     comparison = compare_lira(pools, variant, groups, "bn", "reg", sigma_floor=p03["sigma_floor"])
     words, n_shadows = lira_pool_words(mix, p03), int(p03["n_shadows"])
     return dataclasses.replace(

@@ -271,7 +271,7 @@ def legend_below(ax: plt.Axes, *args, **kw) -> None:
     )
 
 
-# ---------------------------------------------------------------- 01 forced memorization, 02 gradient dynamics
+# ------------------------------------------------ 01 forced memorization, 02 gradient dynamics
 
 
 def plain_log_axis(ax: plt.Axes, which: str = "y") -> None:

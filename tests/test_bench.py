@@ -46,7 +46,8 @@ def test_load_note_warns_only_when_other_processes_share_the_cores(monkeypatch):
 
 def _lenet_step_flops(b):
     """Matmul/conv FLOPs of one LeNet-5 step on 1x28x28, by hand: every layer's forward, its
-    weight gradient (the same count) and its input gradient, except conv1's (the images need none)."""
+    weight gradient (the same count) and its input gradient, except conv1's (the images need
+    none)."""
     fwd = {
         "conv1": 6 * 28 * 28 * 25,
         "conv2": 16 * 10 * 10 * 6 * 25,

@@ -73,7 +73,8 @@ def test_a_compared_model_that_did_not_learn_makes_a_bn_vs_other_row_inconclusiv
     )
     assert row["verdict"] == "inconclusive"
     assert (
-        "did not learn (none 0.150: less than 0.25 of the best compared model's accuracy above chance, "
+        "did not learn (none 0.150: less than 0.25 of the best compared model's accuracy "
+        "above chance, "
         "floor 0.255)" in row["magnitude"]
     )
     # no dataset known: no floor (nothing is guessed)

@@ -399,7 +399,7 @@ def test_size_sweep_needs_four_increasing_sizes_spanning_8x_inside_the_data(size
 def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
     """05 compares the regularizer with 03's very pools: its largest mix, first seed, 03's trainer
     for BN and no-BN, the same BN recipe and trainer with the regularizer."""
-    from bnpaper import mitigation_study as ms
+    from bnpaper import mitigation_lira as ms
 
     calls = []
     monkeypatch.setattr(

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 from bnpaper import frontier, mitigation, mitigation_lira, plot_memorization, plot_mitigation
-from bnpaper import reduction, selection, text, variants
+from bnpaper import mia, reduction, selection, text, variants
 from bnpaper.config import ConfigError
 from bnpaper.data import make_split, Dataset
 from bnpaper.models import build_model
@@ -658,9 +658,9 @@ def test_tables_put_labels_intervals_and_clean_accuracy_in_the_rows():
 
 
 def test_example_groups():
-    g = mitigation_lira.example_groups(np.array([True, False, False]))
+    g = mia.example_groups(np.array([True, False, False]), ("corrupted", "clean"))
     assert list(g) == ["all", "corrupted", "clean"] and g["all"].all() and g["clean"].sum() == 2
-    assert list(mitigation_lira.example_groups(np.zeros(3, bool))) == ["all"]
+    assert list(mia.example_groups(np.zeros(3, bool), ("corrupted", "clean"))) == ["all"]
 
 
 def _pool(keep, phi, test_acc):
@@ -694,7 +694,7 @@ def test_compare_lira_detects_a_leaky_pool_and_refuses_unpaired_pools():
     out = mitigation_lira.compare_lira(
         {"bn": leaky, "reg": tight, "none": tight},
         "online_fixed",
-        mitigation_lira.example_groups(mask),
+        mia.example_groups(mask, ("corrupted", "clean")),
         "bn",
         "reg",
         n_boot=200,
@@ -739,7 +739,7 @@ def test_a_regularized_pool_differs_from_03s_packed_bn_pool_by_the_regularizer_o
     out = mitigation_lira.compare_lira(
         {"bn": packed, "reg": reg},
         "online_fixed",
-        mitigation_lira.example_groups(tiny_split.mask.numpy()),
+        mia.example_groups(tiny_split.mask.numpy(), ("corrupted", "clean")),
         "bn",
         "reg",
         n_boot=50,

@@ -148,7 +148,8 @@ def test_package_has_no_import_cycle():
 
 
 def test_a_notebook_run_by_hand_leaves_the_repository_untouched(tmp_path, monkeypatch):
-    """papermill by hand (no BNPAPER_OUTPUT): outputs go to runs/manual, never to figures/ or results/."""
+    """papermill by hand (no BNPAPER_OUTPUT): outputs go to runs/manual, never to figures/ or
+    results/."""
     import subprocess
     import sys
 
@@ -183,7 +184,8 @@ def test_a_notebook_run_by_hand_leaves_the_repository_untouched(tmp_path, monkey
 
 
 def test_committed_reference_figures_pass_the_figure_checks():
-    """Every figure of the reference run: axes labelled, no legend over data, integer epoch ticks."""
+    """Every figure of the reference run: axes labelled, no legend over data, integer epoch
+    ticks."""
     records = sorted((ROOT / "figures").glob("*/*/figure_checks.json"))
     assert records, "the reference run records figure_checks.json next to its figures"
     bad = {
