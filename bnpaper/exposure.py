@@ -89,8 +89,10 @@ class Pools:
 def lira_pools(ds: Dataset, p: Mapping, mixes: Sequence) -> Pools:
     """Notebook 03's pools from its resolved parameters `p`: per mix (or "rare") and seed of
     p['seeds'] one pool of examples, and p['n_shadows'] models per norm of p['norms']."""
-    masks = {(m, s): units.lira_split(ds, p, m, s).mask.numpy() for m in mixes for s in p["seeds"]}
-    shadow = {(m, s, n): units.lira_pool(ds, p, m, s, n) for m, s in masks for n in p["norms"]}
+    recipe = units.LiraRecipe.from_params(p)
+    seeds = p["seeds"]
+    masks = {(m, s): units.lira_split(ds, recipe, m, s).mask.numpy() for m in mixes for s in seeds}
+    shadow = {(m, s, n): units.lira_pool(ds, recipe, m, s, n) for m, s in masks for n in p["norms"]}
     return Pools.of(shadow, masks)
 
 

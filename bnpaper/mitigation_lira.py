@@ -49,12 +49,11 @@ def lira_pools(ds, p03: Mapping, mitigation: MitigationConfig) -> tuple[dict, np
     regularizer `mitigation` (same trainer: packed LeNets carry it as one-at-a-time training does).
     Returns ({'bn', 'none', 'reg'}: ShadowPool, the pool's outlier mask, the mix); the pools come
     from `units.lira_pool`, the one definition 03 uses."""
-    from . import units
-
+    recipe = units.LiraRecipe.from_params(p03)
     mix, seed = max(p03["outlier_frac"]), p03["seeds"][0]
-    pools = {n: units.lira_pool(ds, p03, mix, seed, n) for n in ("bn", "none")}
-    pools["reg"] = units.lira_pool(ds, p03, mix, seed, "bn", mitigation=mitigation)
-    return pools, units.lira_split(ds, p03, mix, seed).mask.numpy(), float(mix)
+    pools = {n: units.lira_pool(ds, recipe, mix, seed, n) for n in ("bn", "none")}
+    pools["reg"] = units.lira_pool(ds, recipe, mix, seed, "bn", mitigation=mitigation)
+    return pools, units.lira_split(ds, recipe, mix, seed).mask.numpy(), float(mix)
 
 
 def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, lineup: Lineup) -> dict:
@@ -75,14 +74,15 @@ def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, lineup: Lineup
         lineup.alternatives,
         lineup.chosen,
     )
-    p = {**p03, "n_shadows": n_shadows}
-    mix, seed = max(p["outlier_frac"]), p["seeds"][0]
+    recipe = dataclasses.replace(units.LiraRecipe.from_params(p03), n_shadows=n_shadows)
+    mix, seed = max(p03["outlier_frac"]), p03["seeds"][0]
 
     def measure(v: Variant) -> tuple[np.ndarray, np.ndarray]:
-        pool = units.lira_pool(
-            ds, p, mix, seed, v.norm, mitigation=v.mit, weight_decay=v.weight_decay
-        )
-        s = mia.lira(pool.phi, pool.keep, sigma_floor=p["sigma_floor"])[variant]
+        trained = recipe
+        if v.weight_decay is not None:
+            trained = dataclasses.replace(recipe, weight_decay=v.weight_decay)
+        pool = units.lira_pool(ds, trained, mix, seed, v.norm, mitigation=v.mit)
+        s = mia.lira(pool.phi, pool.keep, sigma_floor=p03["sigma_floor"])[variant]
         every = {"all": np.ones(pool.keep.shape[1], bool)}
         auc = mia.evaluate_targets(s, pool.keep, every).values["all"]["auc"]
         return np.asarray(pool.test_acc, float), np.asarray(auc, float)

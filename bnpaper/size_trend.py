@@ -3,6 +3,7 @@ doubling of N fitted by weighted least squares, with its value at the paper's sc
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -92,10 +93,11 @@ def size_pools(ds, p: Mapping, pools: Mapping[tuple, ShadowPool]) -> dict:
     seed of p['seeds'], BN and no-BN, on clean data (`SIZE_MIX`), built with `units.lira_pool`
     (03's recipe at each N: the same epochs, so a smaller pool also trains fewer steps); at
     N = n_train they are the main clean pools of `pools` {(mix, seed, norm)} (the same units)."""
+    recipe = units.LiraRecipe.from_params(p)
     return {
         (n, s, norm): pools[SIZE_MIX, s, norm]
         if n == p["n_train"] and (SIZE_MIX, s, norm) in pools
-        else units.lira_pool(ds, p, SIZE_MIX, s, norm, n_train=n)
+        else units.lira_pool(ds, dataclasses.replace(recipe, n_train=n), SIZE_MIX, s, norm)
         for n in p["size_sweep"]
         for s in p["seeds"]
         for norm in NORMS

@@ -9,7 +9,7 @@ source of the modules this module imports (its import closure) and the torch ver
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, fields
 from functools import partial
 from typing import Mapping
 
@@ -94,66 +94,89 @@ def shadow_pool(
     )
 
 
-def _lira_config(p: Mapping, norm: str) -> TrainConfig:
-    """Notebook 03's shadow training config for `norm` from its resolved parameters `p`
-    (augment 'auto': on for CIFAR)."""
-    augment = (p["dataset"] in ("cifar10", "cifar100")) if p["augment"] == "auto" else p["augment"]
-    return TrainConfig(
-        arch=p["arch"],
-        norm=norm,
-        epochs=p["epochs"],
-        batch_size=p["batch_size"],
-        lr=p["lr"],
-        weight_decay=p["weight_decay"],
-        augment=augment,
-    )
+@dataclass(frozen=True)
+class LiraRecipe:
+    """How notebook 03 draws a pool of examples and trains its shadow models: one object built
+    from 03's resolved parameters (`from_params`), passed whole wherever a pool is made (03's
+    pools and size sweep, 05's LiRA comparison and frontier). A variation is
+    `dataclasses.replace(recipe, n_train=...)`."""
+
+    dataset: str
+    arch: str
+    n_train: int  # pool size N (each shadow trains on N/2 of it)
+    n_test: int  # clean test images
+    outlier_kind: str  # flip | ood
+    ood_source: str
+    rare_share: float  # the rare class's share of a 'rare' pool
+    rare_class: int  # -1: a seeded choice
+    n_shadows: int  # models per norm and pool (even)
+    epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    augment: bool
+    executor: str
+    trainer: str
+    pack_size: int
+    bn_query_mode: str
+
+    @classmethod
+    def from_params(cls, p: Mapping) -> LiraRecipe:
+        """The recipe of 03's resolved parameters `p` (augment 'auto': on for CIFAR)."""
+        augment = p["augment"]
+        if augment == "auto":
+            augment = p["dataset"] in ("cifar10", "cifar100")
+        names = [f.name for f in fields(cls) if f.name != "augment"]
+        return cls(augment=bool(augment), **{name: p[name] for name in names})
+
+    def train_config(self, norm: str) -> TrainConfig:
+        """A shadow model's training configuration for `norm`."""
+        return TrainConfig(
+            arch=self.arch,
+            norm=norm,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            weight_decay=self.weight_decay,
+            augment=self.augment,
+        )
 
 
-def lira_split(
-    ds: Dataset, p: Mapping, mix: float | str, seed: int, n_train: int | None = None
-) -> Split:
-    """Notebook 03's pool of examples: `n_train` (default p['n_train']) training images drawn
-    with `seed`, a `mix` share of them outliers of p['outlier_kind'] (0: clean data), or, for
-    mix 'rare', one class kept at p['rare_share'] of it. The seed alone decides the data (the
-    same for every norm); clean pools of one seed are nested (a smaller one is a prefix)."""
-    n = p["n_train"] if n_train is None else n_train
+def lira_split(ds: Dataset, recipe: LiraRecipe, mix: float | str, seed: int) -> Split:
+    """The pool of examples: `recipe.n_train` training images drawn with `seed`, a `mix` share
+    of them outliers of `recipe.outlier_kind` (0: clean data), or, for mix 'rare', one class kept
+    at `recipe.rare_share` of it. The seed alone decides the data (the same for every norm);
+    clean pools of one seed are nested (a smaller one is a prefix)."""
+    r = recipe
     if mix == "rare":
         return make_split(
-            ds, n, "rare", 0.0, seed, p["ood_source"], p["n_test"], p["rare_share"], p["rare_class"]
+            ds, r.n_train, "rare", 0.0, seed, r.ood_source, r.n_test, r.rare_share, r.rare_class
         )
-    return make_split(
-        ds, n, p["outlier_kind"] if mix > 0 else "none", mix, seed, p["ood_source"], p["n_test"]
-    )
+    kind = r.outlier_kind if mix > 0 else "none"
+    return make_split(ds, r.n_train, kind, mix, seed, r.ood_source, r.n_test)
 
 
 def lira_pool(
     ds: Dataset,
-    p: Mapping,
+    recipe: LiraRecipe,
     mix: float | str,
     seed: int,
     norm: str,
     mitigation: MitigationConfig = NO_MITIGATION,
-    trainer: str | None = None,
-    n_train: int | None = None,
     store: Store | None = None,
-    weight_decay: float | None = None,
 ) -> shadow.ShadowPool:
-    """Notebook 03's pool of p['n_shadows'] shadow models of `norm` on `lira_split(ds, p, mix,
-    seed, n_train)`, built from 03's resolved parameters `p` exactly as 03 builds it: whoever
-    asks for it (03's pools and size sweep, 05's LiRA comparison) gets the very cache units 03
-    trained. trainer: None for p['trainer']; a `mitigation` (the gamma/sigma regularizer) or a
-    `weight_decay` (None: p['weight_decay']) is the same pool trained with it."""
-    cfg = _lira_config(p, norm)
-    cfg = cfg if weight_decay is None else replace(cfg, weight_decay=weight_decay)
+    """`recipe.n_shadows` shadow models of `norm` on `lira_split(ds, recipe, mix, seed)`, the
+    same units whoever asks (03's pools and size sweep, 05's LiRA comparison); with a
+    `mitigation` (the gamma/sigma regularizer), the same pool trained with it."""
     return shadow_pool(
-        lira_split(ds, p, mix, seed, n_train),
-        cfg,
-        p["n_shadows"],
+        lira_split(ds, recipe, mix, seed),
+        recipe.train_config(norm),
+        recipe.n_shadows,
         seed,
         mitigation,
-        p["executor"],
-        p["trainer"] if trainer is None else trainer,
-        p["pack_size"],
-        p["bn_query_mode"],
+        recipe.executor,
+        recipe.trainer,
+        recipe.pack_size,
+        recipe.bn_query_mode,
         store,
     )

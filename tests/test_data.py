@@ -259,14 +259,27 @@ def test_rare_split_is_the_same_for_bn_and_no_bn_at_a_seed():
     assert "norm" not in inspect.signature(data.make_split).parameters
     ds = _indexed_dataset()
     p = {
+        "dataset": "fashion_mnist",
+        "augment": "auto",
+        "arch": "lenet",
         "n_train": 300,
         "outlier_kind": "flip",
         "ood_source": "noise",
         "n_test": 50,
         "rare_share": 0.02,
         "rare_class": -1,
+        "n_shadows": 2,
+        "epochs": 1,
+        "batch_size": 8,
+        "lr": 0.05,
+        "weight_decay": 5e-4,
+        "executor": "inprocess",
+        "trainer": "auto",
+        "pack_size": 8,
+        "bn_query_mode": "eval",
     }
-    bn, none = (units.lira_split(ds, p, "rare", seed=4) for _ in ("bn", "none"))
+    recipe = units.LiraRecipe.from_params(p)
+    bn, none = (units.lira_split(ds, recipe, "rare", seed=4) for _ in ("bn", "none"))
     assert bn.fingerprint() == none.fingerprint() and torch.equal(bn.mask, none.mask)
     assert torch.equal(bn.y, none.y) and int(bn.mask.sum()) == 6  # 2% of 300
 

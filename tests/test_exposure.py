@@ -3,6 +3,8 @@ example groups, the paired delta-AUC over every pool in one bootstrap, the verdi
 pools with a rare class, and the size sweep (its pools, the weighted trend on log2 N, the
 reading, the figure, the parameter rules)."""
 
+import dataclasses
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -51,12 +53,17 @@ P03 = {
     "rare_share": 0.1,
     "rare_class": -1,
 }
+RECIPE = units.LiraRecipe.from_params(P03)
+
+
+def _recipe(**changes):
+    return dataclasses.replace(RECIPE, **changes)
 
 
 # ---------------------------------------------------------------- the shared pool builder
 def test_lira_pool_trains_the_units_a_hand_built_pool_of_03s_recipe_finds(tmp_path):
     ds, store = _dataset(), Store(tmp_path / "cache")
-    pool = units.lira_pool(ds, P03, 0.1, 3, "bn", store=store)
+    pool = units.lira_pool(ds, RECIPE, 0.1, 3, "bn", store=store)
     split = data.make_split(ds, 32, "flip", 0.1, 3, "digits", 16)
     base = TrainConfig(
         arch="lenet", norm="bn", epochs=1, batch_size=8, lr=0.05, weight_decay=5e-4, augment=False
@@ -67,12 +74,13 @@ def test_lira_pool_trains_the_units_a_hand_built_pool_of_03s_recipe_finds(tmp_pa
     assert shadow.n_cached(split, base, keep, 3, "plain", 8, store) == 0  # another trainer: others
 
 
-def test_lira_pool_hands_shadow_pool_03s_recipe_and_the_overrides(monkeypatch):
+def test_lira_pool_hands_shadow_pool_the_recipe_and_its_variations(monkeypatch):
     calls = []
     monkeypatch.setattr(units, "shadow_pool", lambda *a: calls.append(a) or "pool")
     ds, mit = _dataset(), MitigationConfig("penalty", 0.1, 1.0)
-    assert units.lira_pool(ds, {**P03, "dataset": "cifar10"}, 0.0, 1, "none") == "pool"
-    units.lira_pool(ds, P03, 0.1, 1, "bn", mitigation=mit, trainer="plain", n_train=64)
+    cifar = units.LiraRecipe.from_params({**P03, "dataset": "cifar10"})
+    assert units.lira_pool(ds, cifar, 0.0, 1, "none") == "pool"
+    units.lira_pool(ds, _recipe(trainer="plain", n_train=64), 0.1, 1, "bn", mitigation=mit)
     (split0, cfg0, m0, seed0, mit0, ex0, tr0, k0, q0, _), (split1, cfg1, *rest) = calls
     assert cfg0 == TrainConfig(
         arch="lenet", norm="none", epochs=1, batch_size=8, lr=0.05, weight_decay=5e-4, augment=True
@@ -94,16 +102,16 @@ def test_lira_pool_hands_shadow_pool_03s_recipe_and_the_overrides(monkeypatch):
 def test_clean_pools_of_one_seed_are_nested_and_the_seed_alone_decides_the_data():
     ds = _dataset()
     small, big = (
-        units.lira_split(ds, P03, 0.0, 5, n_train=40),
-        units.lira_split(ds, P03, 0.0, 5, n_train=160),
+        units.lira_split(ds, _recipe(n_train=40), 0.0, 5),
+        units.lira_split(ds, _recipe(n_train=160), 0.0, 5),
     )
     assert torch.equal(small.x, big.x[:40]) and torch.equal(small.y, big.y[:40])
-    assert not torch.equal(units.lira_split(ds, P03, 0.0, 6, n_train=40).x, small.x)
+    assert not torch.equal(units.lira_split(ds, _recipe(n_train=40), 0.0, 6).x, small.x)
 
 
 def test_the_rare_mix_keeps_one_class_at_rare_share_of_the_pool():
     ds = _dataset()
-    s = units.lira_split(ds, {**P03, "rare_share": 0.1, "rare_class": 2}, "rare", 0, n_train=100)
+    s = units.lira_split(ds, _recipe(rare_share=0.1, rare_class=2, n_train=100), "rare", 0)
     assert torch.equal(s.mask, s.y == 2) and int(s.mask.sum()) == data.rare_count(0.1, 100)
 
 
@@ -303,10 +311,10 @@ def test_size_pools_reuse_the_main_clean_pools_at_n_train_and_build_the_rest(mon
     monkeypatch.setattr(
         size_trend.units,
         "lira_pool",
-        lambda ds, p, mix, s, norm, n_train: calls.append((mix, s, norm, n_train)) or "new",
+        lambda ds, recipe, mix, s, norm: calls.append((mix, s, norm, recipe.n_train)) or "new",
     )
     main = {(0.0, s, n): object() for s in (0, 1) for n in ("bn", "none", "gn")}
-    p = {"size_sweep": [64, 128, 256, 512], "seeds": [0, 1], "n_train": 512}
+    p = {**P03, "size_sweep": [64, 128, 256, 512], "seeds": [0, 1], "n_train": 512}
     got = size_trend.size_pools("ds", p, main)
     assert set(got) == {
         (n, s, norm) for n in p["size_sweep"] for s in (0, 1) for norm in ("bn", "none")
@@ -413,4 +421,6 @@ def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
     )
     assert calls == [(0.1, 4, "bn", {}), (0.1, 4, "none", {}), (0.1, 4, "bn", {"mitigation": mit})]
     assert pools == {"bn": "bn", "none": "none", "reg": "bn"} and mix == 0.1
-    assert np.array_equal(mask, units.lira_split(ds, P03, 0.1, 4).mask.numpy()) and mask.sum() == 3
+    assert (
+        np.array_equal(mask, units.lira_split(ds, RECIPE, 0.1, 4).mask.numpy()) and mask.sum() == 3
+    )

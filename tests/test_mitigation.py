@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 from bnpaper import frontier, mitigation, mitigation_lira, plot_memorization, plot_mitigation
-from bnpaper import mia, reduction, selection, text, variants
+from bnpaper import mia, params, reduction, selection, text, variants
 from bnpaper.config import ConfigError
 from bnpaper.data import make_split, Dataset
 from bnpaper.models import build_model
@@ -1080,13 +1080,21 @@ def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_
     }
     seen = []
 
-    def fake(ds, p, mix, seed, norm, mitigation, weight_decay):
-        name = variants.Variant(norm, mitigation, weight_decay).name
-        seen.append((name, p["n_shadows"], mix, seed))
+    p03 = {
+        **params.resolve("03_lira").values,
+        "n_shadows": 16,
+        "outlier_frac": [0.0, 0.05],
+        "seeds": [3],
+        "sigma_floor": 1e-3,
+    }
+
+    def fake(ds, recipe, mix, seed, norm, mitigation):
+        decay = None if recipe.weight_decay == p03["weight_decay"] else recipe.weight_decay
+        name = variants.Variant(norm, mitigation, decay).name
+        seen.append((name, recipe.n_shadows, mix, seed))
         return _pool(keep, noise + leak[name] * keep[..., None], [acc[name]] * 8)
 
     monkeypatch.setattr(units, "lira_pool", fake)
-    p03 = {"n_shadows": 16, "outlier_frac": [0.0, 0.05], "seeds": [3], "sigma_floor": 1e-3}
     bn, gn, chosen = (
         variants.Variant("bn"),
         variants.Variant("gn"),
