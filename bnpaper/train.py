@@ -282,10 +282,3 @@ def fit(
             )
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     return TrainResult(asdict(cfg), state, history)
-
-
-def curves(histories: list[dict], key: str):
-    """(runs, evaluated epochs) float array of one history entry over several runs (e.g. seeds)."""
-    import numpy as np
-
-    return np.array([h[key] for h in histories], dtype=float)
