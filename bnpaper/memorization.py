@@ -1,5 +1,7 @@
-"""Notebook 01's measurements from training histories: memorization of each atypical subset, how
-fast the typical samples are learned and what that costs, and the verdict rows, paired over seeds.
+"""Notebook 01's measurements from training histories, paired over seeds, and its verdict rows.
+
+What is measured: memorization of each atypical subset, how fast the typical samples are
+learned and what that costs.
 
 Memorization, per evaluated epoch:
   flip, ood  accuracy on the corrupted samples with respect to the labels they were trained with

@@ -6,6 +6,8 @@ from __future__ import annotations
 # ---------------------------------------------------------------- shared: tables and intervals
 
 # ---------------------------------------------------------------- 01 forced memorization, 02 gradients
+
+
 def _never(v: float, digits: int = 3) -> str:
     """A number, or "never" for a level that was not reached (inf or NaN)."""
     return f"{v:.{digits}f}" if v == v and abs(v) != float("inf") else "never"
@@ -62,14 +64,11 @@ def corruption_titles(
     }
 
 
-def accuracy_legends(acc: dict) -> dict:
-    """Legend labels with each model's clean test accuracy, from {case: {norm: accuracy}}."""
+def accuracy_legends(acc: dict) -> dict[str, str]:
+    """{norm: legend label with the model's clean test accuracy} from {norm: accuracy}."""
     from .plots import label
 
-    return {
-        case: {n: f"{label(n)} (clean test acc. {a:.2f})" for n, a in by_norm.items()}
-        for case, by_norm in acc.items()
-    }
+    return {n: f"{label(n)} (clean test acc. {a:.2f})" for n, a in acc.items()}
 
 
 def accuracy_line(acc: dict, norms: tuple[str, ...] | list[str]) -> str:

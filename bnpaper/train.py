@@ -1,5 +1,7 @@
-"""The in-memory training loop: SGD with momentum and a schedule, seeded, with a per-epoch
-history of clean, corrupted (memorization) and test loss/accuracy."""
+"""The in-memory training loop, seeded, with a per-epoch history of what the notebooks read.
+
+SGD with momentum and a learning-rate schedule; the history holds the clean, corrupted
+(memorization) and test loss and accuracy at every epoch."""
 
 from __future__ import annotations
 

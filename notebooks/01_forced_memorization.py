@@ -128,7 +128,7 @@ print(f"{len(histories)} models ready")
 # %%
 runs = memorization.Runs(histories, tuple(seeds))
 acc = {c: runs.test_acc(c, norms) for c in corruption}
-names = text.accuracy_legends(acc)
+names = {c: text.accuracy_legends(acc[c]) for c in corruption}
 titles = text.corruption_titles(atypical, n_train, ood_source, rare_share, ds.n_classes)
 band = f"mean of {len(seeds)} seeds; band: range over seeds"
 

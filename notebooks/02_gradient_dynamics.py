@@ -138,7 +138,7 @@ probed = probes.probed_epochs(histories[norms[0]][0])
 medians = {mode: {n: probes.medians(histories[n], mode) for n in norms} for mode in probes.MODES}
 acc = probes.final(histories, "test_acc")  # clean test accuracy
 memorized = probes.final(histories, "noisy_acc")  # final memorization
-names = text.accuracy_legends({"all": acc})["all"]
+names = text.accuracy_legends(acc)
 bars = f"mean over {len(seeds)} seeds; bars: range over seeds"
 
 # %% [markdown]
