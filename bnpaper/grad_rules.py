@@ -279,16 +279,19 @@ class Recorder:
         self.taps: dict[int, torch.Tensor] = {}
         self.prepared: dict[int, tuple[torch.Tensor, ...]] = {}  # coupled contractions' inputs
         self.groups = param_groups(model)
-        self.handles = fix_batch_statistics(model) if fixed_stats else []
-        for name, layer in model.named_modules():
-            if not any(p.requires_grad for p in layer.parameters(recurse=False)):
-                continue
-            rule = rule_for(layer)
+        trained = [
+            (name, layer, rule_for(layer))
+            for name, layer in model.named_modules()
+            if any(p.requires_grad for p in layer.parameters(recurse=False))
+        ]
+        for _, layer, rule in trained:  # every layer checked before any hook is attached
             if rule is None:
                 raise NotImplementedError(
                     f"per-sample gradients of {type(layer).__name__} parameters are not supported"
                 )
             rule.check(layer)
+        self.handles = fix_batch_statistics(model) if fixed_stats else []
+        for name, layer, rule in trained:
             tap = rule.tap(layer)
             if tap is not None:
                 self.handles.append(tap.register_forward_hook(self._tap_hook(layer)))

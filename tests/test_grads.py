@@ -334,7 +334,10 @@ def test_each_layer_rule_matches_the_naive_loop_alone(name, mode):
     _assert_close(grads.per_sample_grad_norms(net, x, y, mode=mode, method="exact", chunk=4), ref)
 
 
-def test_a_layer_without_a_rule_is_a_clear_error():
-    net = nn.Sequential(nn.Flatten(), nn.Bilinear(4, 4, 2))
+def test_a_layer_without_a_rule_is_a_clear_error_and_leaves_no_hook_behind():
+    net = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Bilinear(4, 4, 2))
     with pytest.raises(NotImplementedError, match="Bilinear"):
-        grad_rules.Recorder(net)
+        grad_rules.Recorder(net, fixed_stats=True)
+    assert all(not m._forward_hooks for m in net.modules())
+    with pytest.raises(NotImplementedError, match="grouped"):
+        grad_rules.Recorder(nn.Conv2d(4, 4, 3, groups=2))
