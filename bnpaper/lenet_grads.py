@@ -1,6 +1,7 @@
-"""Exact batch-coupled ("batch") per-sample gradient norms of LeNet-5 with BatchNorm, in mixed
-mode: tens of times cheaper than pushing one cotangent per loss term through the whole
-network (`grads` method "exact"), same numbers.
+"""Exact batch-coupled per-sample gradient norms of LeNet-5 with BatchNorm, in mixed mode.
+
+Mixed mode is tens of times cheaper than pushing one cotangent per loss term through the whole
+network (`grads` method "exact"), with the same numbers.
 
 Why it is expensive at all: in train mode every loss term l_k reaches every sample j through
 the batch mean and variance of every BN layer, so the cotangent of l_k is dense over the batch

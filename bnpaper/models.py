@@ -12,6 +12,7 @@ norm:
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -20,7 +21,6 @@ import torch.nn.functional as F
 from .config import check_choice
 
 NORMS = ("bn", "none", "gn", "bn_noaffine")
-ARCHS = ("lenet", "resnet20", "resnet18", "densenet")
 
 
 def make_norm(norm: str, channels: int, dim: int = 2) -> nn.Module:
@@ -167,19 +167,23 @@ class DenseNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+# arch -> its model from (norm, in_channels, n_classes, image_size)
+BUILDERS: dict[str, Callable[[str, int, int, int], nn.Module]] = {
+    "lenet": LeNet5,
+    "resnet20": lambda norm, c, k, size: ResNet((16, 32, 64), (3, 3, 3), norm, c, k),
+    "resnet18": lambda norm, c, k, size: ResNet((64, 128, 256, 512), (2, 2, 2, 2), norm, c, k),
+    "densenet": lambda norm, c, k, size: DenseNet(norm, c, k),
+}
+ARCHS = tuple(BUILDERS)
+
+
 def build_model(
     arch: str, norm: str, in_channels: int, n_classes: int, image_size: int
 ) -> nn.Module:
-    """One model of `bnpaper.models` by name."""
+    """One model of `bnpaper.models` by name (`BUILDERS`)."""
     check_choice("arch", arch, ARCHS)
     check_choice("norm", norm, NORMS)
-    if arch == "lenet":
-        return LeNet5(norm, in_channels, n_classes, image_size)
-    if arch == "resnet20":
-        return ResNet((16, 32, 64), (3, 3, 3), norm, in_channels, n_classes)
-    if arch == "resnet18":
-        return ResNet((64, 128, 256, 512), (2, 2, 2, 2), norm, in_channels, n_classes)
-    return DenseNet(norm, in_channels, n_classes)
+    return BUILDERS[arch](norm, in_channels, n_classes, image_size)
 
 
 def bn_layers(model: nn.Module) -> list[tuple[str, nn.modules.batchnorm._BatchNorm]]:

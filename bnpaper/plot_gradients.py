@@ -7,7 +7,7 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .plots import epoch_axis, plain_log_axis
+from .plots import color, epoch_axis, figure_legend, label, legend_below, panels, plain_log_axis
 
 
 GROUP_LABELS = {
@@ -115,3 +115,138 @@ def group_ratio_panels(
         if n:
             ax.tick_params(labelleft=False)
     plain_log_axis(axes[0])
+
+
+# ---------------------------------------------------------------- notebook 02's figures
+# `medians` arguments: {probe definition: {norm: probes.Medians}} (runs x probe epochs arrays);
+# `names`: {norm: legend label}; `bars`: the legend title saying what markers and bars are.
+def histogram_figure(pooled: dict, names: dict, title: str) -> plt.Figure:
+    """A row per model and a column per probe epoch of log10 norm histograms, noisy against
+    clean; pooled {(norm, epoch): (log10 norms, noisy mask)}, rows and columns in order."""
+    norms, shown = (
+        list(dict.fromkeys(n for n, _ in pooled)),
+        list(dict.fromkeys(e for _, e in pooled)),
+    )
+    fig, axes = plt.subplots(
+        len(norms),
+        len(shown),
+        figsize=(3.3 * len(shown) + 1.6, 2.5 * len(norms)),
+        squeeze=False,
+        sharex=True,
+    )
+    cells = {
+        (i, j): (*pooled[n, e], f"{names[n]}, epoch {e}")
+        for i, n in enumerate(norms)
+        for j, e in enumerate(shown)
+    }
+    colors = [color(n) for n in norms]
+    grad_norm_histograms(axes, cells, colors, "per-sample gradient l2 norm (log scale)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def median_figure(epochs: Sequence[float], medians: dict, names: dict, titles: dict, bars: str):
+    """A panel per probe definition (titles {definition: title}): the median norm of noisy
+    (solid) and clean (dashed) probe samples per model, log y."""
+    fig, axes = panels(len(titles), 4.6, 3.6)
+    for ax, mode in zip(axes, titles):
+        m = medians[mode]
+        curves = {f"{names[n]}: noisy": (m[n].noisy, color(n), "-", "o") for n in m}
+        curves.update({f"{label(n)}: clean": (m[n].clean, color(n), "--", "s") for n in m})
+        probe_curves(ax, epochs, curves)
+        ax.set(
+            title=titles[mode],
+            xlabel="epoch",
+            ylabel="median per-sample gradient l2 norm",
+            yscale="log",
+        )
+        plain_log_axis(ax)
+    fig.tight_layout()
+    figure_legend(fig, axes, bars, ncol=len(names))
+    return fig
+
+
+def ratio_figure(
+    epochs: Sequence[float], medians: dict, names: dict, titles: dict, share: tuple, bars: str
+) -> plt.Figure:
+    """Median noisy / median clean norm per model under each definition of `titles` (one panel
+    each, the same y axis), then the share of the summed norms carried by noisy samples in the
+    "eval" probe; share = (noisy share of the samples, number of probe samples)."""
+    fig, axes = panels(len(titles) + 1, 3.7, 3.4)
+    for ax, mode in zip(axes, titles):
+        if ax is not axes[0]:
+            ax.sharey(axes[0])
+        m = medians[mode]
+        probe_curves(ax, epochs, {names[n]: (m[n].ratio, color(n), "-", "o") for n in m})
+        ax.axhline(1, color="grey", lw=0.8, ls=":", label="equal medians (ratio 1)")
+        ax.set(
+            title=titles[mode],
+            xlabel="epoch",
+            ylabel="median noisy / median clean norm",
+            yscale="log",
+        )
+    plain_log_axis(axes[0])
+    m, (noise_frac, n_probe) = medians["eval"], share
+    probe_curves(axes[-1], epochs, {names[n]: (m[n].share, color(n), "-", "o") for n in m})
+    axes[-1].axhline(
+        noise_frac, color="k", ls=":", lw=1, label=f"noisy share of the samples ({noise_frac:.0%})"
+    )
+    axes[-1].set(
+        title=f"running statistics, all {n_probe} probe samples",
+        xlabel="epoch",
+        ylim=(0, 1),
+        ylabel="share of the summed gradient norm\ncarried by noisy samples",
+    )
+    fig.tight_layout()
+    figure_legend(fig, axes, bars, ncol=2)
+    return fig
+
+
+def fixed_statistics_figure(
+    epochs: Sequence[float],
+    fixed: dict,
+    medians: dict,
+    names: dict,
+    words: dict,
+    left_title: str,
+    bars: str,
+) -> plt.Figure:
+    """Left: per BN-like model (fixed {norm: (noisy, clean)}), the median over probe samples of
+    the "batch_fixed" / "batch" norm, noisy solid and clean dashed; right: the noisy/clean ratio
+    under both definitions (words {definition: its name})."""
+    fig, axes = panels(2, 4.6, 3.6)
+    left, right = {}, {}
+    for n, (noisy, clean) in fixed.items():
+        left[f"{names[n]}: noisy"] = (noisy, color(n), "-", "o")
+        left[f"{label(n)}: clean"] = (clean, color(n), "--", "s")
+        for mode, ls, mk in (("batch", "-", "o"), ("batch_fixed", "-.", "^")):
+            right[f"{label(n)}, {words[mode]}"] = (medians[mode][n].ratio, color(n), ls, mk)
+    for ax, cur in zip(axes, (left, right)):
+        probe_curves(ax, epochs, cur)
+    axes[0].axhline(1.0, color="grey", lw=0.8, ls=":", label="held fixed = exact (ratio 1)")
+    axes[0].set(
+        xlabel="epoch",
+        ylabel="norm, statistics held fixed / exact norm\n(median over probe samples)",
+        title=left_title,
+    )
+    axes[1].set(
+        xlabel="epoch",
+        ylabel="median noisy / median clean norm",
+        yscale="log",
+        title="noisy/clean ratio under both definitions",
+    )
+    plain_log_axis(axes[1])
+    fig.tight_layout()
+    for ax in axes:
+        legend_below(ax, title=bars, title_fontsize=7)
+    return fig
+
+
+def group_ratio_figure(epochs: Sequence[float], ratios: dict, ylabel: str, bars: str):
+    """`group_ratio_panels` in a figure of its own, one panel per model, legend below."""
+    fig, axes = panels(len(ratios), 3.8, 3.4)
+    group_ratio_panels(axes, epochs, ratios, ylabel)
+    fig.tight_layout()
+    figure_legend(fig, axes, bars)
+    return fig

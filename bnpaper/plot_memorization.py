@@ -7,7 +7,7 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .plots import band, panels, color, label, legend_below, figure_legend
+from .plots import band, color, figure_legend, label, legend_below, panels, plain_log_axis
 
 
 MEMORIZATION_YLABEL = {
@@ -222,3 +222,43 @@ def memorization_column_of_kind(
         ylim=(min(-0.05, low - 0.05), min(1.02, max(0.25, high + 0.05))),
         ylabel=MEMORIZATION_YLABEL["rare"],
     )
+
+
+def loss_figure(
+    epochs: Sequence[int], noisy: dict, clean: dict, subsets: dict, titles: dict, band_title: str
+) -> plt.Figure:
+    """One panel per corruption, log y: mean cross-entropy on the atypical samples (solid, named
+    by subsets {corr: name}) and on the clean training samples (dashed), per model; noisy,
+    clean {corr: {norm: (seeds, epochs)}}. Legends below the panels."""
+    fig, axes = panels(len(noisy))
+    for ax, corr in zip(axes, noisy):
+        for norm, runs in noisy[corr].items():
+            band(ax, epochs, runs, norm, f"{label(norm)}: {subsets[corr]}")
+            band(ax, epochs, clean[corr][norm], norm, f"{label(norm)}: clean samples", "--")
+        ax.set(
+            title=titles[corr],
+            xlabel="epoch",
+            yscale="log",
+            ylabel="mean cross-entropy (nats, log scale)",
+        )
+        plain_log_axis(ax)
+    fig.tight_layout()
+    for ax in axes:
+        legend_below(ax, title=band_title, title_fontsize=7, ncol=2)
+    return fig
+
+
+def clean_accuracy_figure(
+    epochs: Sequence[int], test: dict, titles: dict, band_title: str
+) -> plt.Figure:
+    """One panel per corruption: clean test accuracy per epoch and model; test {corr: {norm:
+    (seeds, epochs)}}. Legends below the panels."""
+    fig, axes = panels(len(test))
+    for ax, corr in zip(axes, test):
+        for norm, runs in test[corr].items():
+            band(ax, epochs, runs, norm)
+        ax.set(title=titles[corr], xlabel="epoch", ylabel="clean test accuracy")
+    fig.tight_layout()
+    for ax in axes:
+        legend_below(ax, title=band_title, title_fontsize=7, ncol=2)
+    return fig

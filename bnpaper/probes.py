@@ -1,6 +1,8 @@
-"""Per-sample gradient-norm probes recorded during training (notebook 02): which samples are
-probed, the `on_epoch_end` hook that `bnpaper.units.trained` runs inside its cached unit, and
-the analysis of the recorded norms (medians, noisy/clean ratios, per-group ratios)."""
+"""Notebook 02's gradient-norm probes: which samples, the hook recording them, and their analysis.
+
+Which samples are probed (`GradProbe`), the `on_epoch_end` hook that `bnpaper.units.trained`
+runs inside its cached unit, the analysis of the recorded norms (medians, noisy/clean ratios,
+per-group ratios) and the notebook's verdict rows."""
 
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from . import grads
+from . import claims, grads
+from .claims import Verdict
 from .data import Split, normalize
-from .stats import t_mean
+from .stats import t_mean, t_paired_diff
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,8 @@ class GradProbe:
     seed: int
 
     def indices(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The 'eval' subset (n_probe,) and the probe batches (batches, batch_size), own generator."""
+        """The 'eval' subset (n_probe,) and the probe batches (batches, batch_size), drawn with
+        the probe's own generator."""
         g = torch.Generator().manual_seed(10_007 + self.seed)
         sub = torch.randperm(n, generator=g)[: self.n_probe]
         b = torch.randperm(n, generator=g)[: self.batches * self.batch_size]
@@ -144,13 +148,20 @@ def fixed_over_batch(histories: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]
     return np.array(noisy), np.array(clean)
 
 
-def probe_counts(histories: Sequence[dict], mode: str = "batch") -> str:
-    """How many noisy and clean probe samples each run's medians of one definition (`MODES`)
-    are taken over, for a figure: '26 noisy, 26 clean' or, when the runs differ, '22-30 noisy,
-    22-30 clean' (per run)."""
+def sample_counts(histories: Sequence[dict], mode: str = "batch") -> tuple[list, list]:
+    """How many noisy and how many clean probe samples each run's medians of one definition
+    (`MODES`) are taken over: ([noisy per run], [clean per run])."""
     k = [records(h, mode)[0][2] for h in histories]
-    span = lambda c: f"{min(c)}" if min(c) == max(c) else f"{min(c)}-{max(c)}"
-    return f"{span([int(x.sum()) for x in k])} noisy, {span([int((~x).sum()) for x in k])} clean"
+    return [int(x.sum()) for x in k], [int((~x).sum()) for x in k]
+
+
+def final(histories: dict[str, Sequence[dict]], key: str) -> dict[str, float]:
+    """{norm: mean over runs of a history entry at the last evaluated epoch} (e.g. "test_acc",
+    the clean test accuracy; "noisy_acc", the final memorization)."""
+    return {
+        n: float(np.array([h[key] for h in hs], dtype=float)[:, -1].mean())
+        for n, hs in histories.items()
+    }
 
 
 def pooled_log10(
@@ -206,3 +217,29 @@ def summary(histories: dict[str, Sequence[dict]]) -> dict:
         n: float(medians(hs, "eval").share[:, -1].mean()) for n, hs in histories.items()
     }
     return out
+
+
+def verdict_rows(histories: dict[str, Sequence[dict]], **common) -> list[Verdict]:
+    """Notebook 02's verdict rows from {norm: histories}: per seed the ratio of median noisy to
+    median clean "batch" norm, averaged over the probe epochs after initialization; (1) BN's
+    ratio (`t_mean`), (2) BN's minus no-BN's (`t_paired_diff`). `common` (dataset, budget,
+    corruption) goes into every row, beside the clean test accuracies."""
+    ep = probed_epochs(next(iter(histories.values()))[0])
+    per_seed = {n: after_init(medians(hs, "batch").ratio, ep) for n, hs in histories.items()}
+    acc = final(histories, "test_acc")
+    fields = {"clean_test_acc": acc, **common}
+    return [
+        claims.judge(
+            "02.noisy_vs_clean",
+            t_mean(per_seed["bn"]),
+            **fields,
+            unit="median noisy / median clean gradient norm (batch definition)",
+        ),
+        claims.judge(
+            "02.bn_vs_none",
+            t_paired_diff(per_seed["bn"], per_seed["none"]),
+            acc_gap=acc["bn"] - acc["none"],
+            **fields,
+            unit="BN minus no-BN, noisy/clean median norm ratio",
+        ),
+    ]

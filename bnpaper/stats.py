@@ -1,5 +1,7 @@
-"""Small statistics shared by the notebooks: intervals over seeds (Student t), bootstrap
-intervals over many units (targets, examples), the verdict rule, and curve summaries.
+"""Small statistics shared by the notebooks: intervals over seeds and units, curve summaries.
+
+Intervals over seeds (Student t), bootstrap intervals over many units (targets, examples), and
+curve summaries (epochs to a level, the mean over training).
 
 Why two intervals: a notebook compares BN with no-BN over a handful of seeds. A percentile
 bootstrap of 3 values is the min-max range of the seeds (each extreme is resampled three

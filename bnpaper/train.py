@@ -1,5 +1,7 @@
-"""The in-memory training loop: SGD with momentum and a schedule, seeded, with a per-epoch
-history of clean, corrupted (memorization) and test loss/accuracy."""
+"""The in-memory training loop, seeded, with a per-epoch history of what the notebooks read.
+
+SGD with momentum and a learning-rate schedule; the history holds the clean, corrupted
+(memorization) and test loss and accuracy at every epoch."""
 
 from __future__ import annotations
 
@@ -282,10 +284,3 @@ def fit(
             )
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     return TrainResult(asdict(cfg), state, history)
-
-
-def curves(histories: list[dict], key: str):
-    """(runs, evaluated epochs) float array of one history entry over several runs (e.g. seeds)."""
-    import numpy as np
-
-    return np.array([h[key] for h in histories], dtype=float)

@@ -17,7 +17,11 @@
 # %% [markdown]
 # # 1. Forced memorization: does BN memorize atypical samples faster and more strongly?
 #
-# *Reference run:* [figures](../figures/01_forced_memorization/fashion_mnist/) · [this notebook executed](../figures/01_forced_memorization/fashion_mnist/01_forced_memorization.html) · [report](../figures/REPORT.md)
+# *Reference run:* [figures][figures] · [this notebook executed][executed] · [report][report]
+#
+# [figures]: ../figures/01_forced_memorization/fashion_mnist/
+# [executed]: ../figures/01_forced_memorization/fashion_mnist/01_forced_memorization.html
+# [report]: ../figures/REPORT.md
 #
 # **The paper's claim.** Batch Normalization *speeds up learning of typical samples*, but the
 # same mechanism makes a network *memorize* atypical samples (mislabeled, out-of-distribution,
@@ -29,9 +33,9 @@
 # noisy samples down much faster than no-BN models.
 #
 # **Rare samples** (the paper's third kind; the experiments its summary reports use only the
-# first two): a long tail made from real data. One class (a seeded choice per seed) is kept at only
-# `rare_share` of the training subset, far below its natural share 1/classes; the other classes
-# fill the rest, labels untouched. Their labels are right, so accuracy on them is not
+# first two): a long tail made from real data. One class (a seeded choice per seed) is kept at
+# only `rare_share` of the training subset, far below its natural share 1/classes; the other
+# classes fill the rest, labels untouched. Their labels are right, so accuracy on them is not
 # memorization by itself: **memorization of rare samples** = accuracy on the trained members of
 # the rare class minus accuracy on held-out test samples of that class (Feldman's
 # train-versus-held-out reading).
@@ -47,12 +51,7 @@
 dataset = "fashion_mnist"  # mnist | fashion_mnist (offline default) | cifar10 | cifar100
 budget = "quick"  # ci | quick | paper: which params/<budget>.yaml applies
 arch = "lenet"  # lenet | resnet20 | resnet18 | densenet
-norms = [
-    "bn",
-    "none",
-    "gn",
-    "bn_noaffine",
-]  # must include "bn" and "none"; "gn", "bn_noaffine": controls
+norms = ["bn", "none", "gn", "bn_noaffine"]  # "bn" and "none" required; the rest: controls
 corruption = ["flip", "ood", "rare"]  # any of "flip", "ood", "rare" (one or a list)
 noise_frac = 0.1  # flip / ood: share of training samples corrupted, in (0, 1)
 ood_source = "digits"  # OOD images: noise | digits | mnist | fashion_mnist | cifar10 | cifar100
@@ -74,61 +73,64 @@ device = "auto"  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 # NBVAL_IGNORE_OUTPUT
 from bnpaper import notebook
 
-run = notebook.start(globals(), "01_forced_memorization")  # noqa: E702
+run = notebook.start(globals(), "01_forced_memorization")
 
 # %% [markdown]
 # ## The experiment
-# For every (corruption, seed) one training subset; every norm trains on that same subset from
-# the same seed, so BN and no-BN are compared *paired*. Each trained model is a cached unit
-# (configuration + data fingerprint + package source hash): re-running this notebook re-renders
-# in seconds, and a killed run resumes from the last finished epoch.
+# The dataset is loaded once; every figure shares one style.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-import numpy as np
 from IPython.display import Markdown, display
 
-from bnpaper import claims, data, memorization, plot_memorization, plots, train, units
+from bnpaper import claims, data, memorization, plot_memorization, plots, text, train, units
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
-runs, n_atyp = (
-    {},
-    {},
-)  # (corruption, norm, seed) -> per-epoch history; corruption -> atypical samples
+
+# %% [markdown]
+# Every model trains with one recipe; only its normalization and its seed change.
+
+# %%
+recipe = dict(
+    arch=arch,
+    epochs=epochs,
+    batch_size=batch_size,
+    lr=lr,
+    weight_decay=weight_decay,
+    augment=augment,
+)
+
+# %% [markdown]
+# Each (corruption, seed) draws one training subset, and every norm trains on that same subset
+# from the same seed, so BN and no-BN are compared *paired*. Each trained model is a cached unit:
+# a re-run re-renders in seconds, and a killed run resumes from its last finished epoch.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+histories, atypical = {}, {}  # (corruption, norm, seed) -> history; corruption -> atypical count
 for corr in corruption:
     for seed in seeds:
         split = data.make_split(
             ds, n_train, corr, noise_frac, seed, ood_source, n_test, rare_share, rare_class
         )
-        n_atyp[corr] = int(split.mask.sum())
+        atypical[corr] = int(split.mask.sum())
         for norm in norms:
-            cfg = train.TrainConfig(
-                arch=arch,
-                norm=norm,
-                epochs=epochs,
-                batch_size=batch_size,
-                lr=lr,
-                weight_decay=weight_decay,
-                augment=augment,
-                seed=seed,
-            )
-            runs[corr, norm, seed] = units.trained(
-                split, cfg, desc=f"{corr} {norm} seed {seed}"
-            ).history
-R = memorization.Runs(runs, tuple(seeds))
-ep, acc = R.epochs, {c: R.test_acc(c, norms) for c in corruption}
-TITLE = {
-    "flip": f"label flips: {n_atyp.get('flip')} of {n_train} training labels",
-    "ood": f"OOD images ({ood_source}), random labels: {n_atyp.get('ood')} of {n_train}",
-    "rare": f"rare class: {n_atyp.get('rare')} of {n_train} ({rare_share:.0%}; natural {1 / ds.n_classes:.0%})",
-}
-BAND = f"mean of {len(seeds)} seeds; band: range over seeds"
-name = lambda corr, norm: f"{plots.label(norm)} (clean test acc. {acc[corr][norm]:.2f})"
-accs = lambda corr, ns=norms: (
-    "clean test acc.: " + ", ".join(f"{plots.label(n)} {acc[corr][n]:.2f}" for n in ns)
-)
-print(f"{len(runs)} models ready")
+            cfg = train.TrainConfig(norm=norm, seed=seed, **recipe)
+            desc = f"{corr} {norm} seed {seed}"
+            histories[corr, norm, seed] = units.trained(split, cfg, desc=desc).history
+print(f"{len(histories)} models ready")
+
+# %% [markdown]
+# The histories are read paired by seed; each model's final clean test accuracy goes into the
+# legends, and each panel's title says how many samples are atypical.
+
+# %%
+runs = memorization.Runs(histories, tuple(seeds))
+acc = {c: runs.test_acc(c, norms) for c in corruption}
+names = {c: text.accuracy_legends(acc[c]) for c in corruption}
+titles = text.corruption_titles(atypical, n_train, ood_source, rare_share, ds.n_classes)
+band = f"mean of {len(seeds)} seeds; band: range over seeds"
 
 # %% [markdown]
 # ## Figure 1: memorization curves
@@ -138,13 +140,9 @@ print(f"{len(runs)} models ready")
 # Mean over seeds, band = min..max, each model's final clean test accuracy in the legend.
 
 # %%
+memorized = runs.by_case(corruption, norms)
 fig = plot_memorization.memorization_figure(
-    ep,
-    {c: {n: R.mem(c, n) for n in norms} for c in corruption},
-    {c: {n: name(c, n) for n in norms} for c in corruption},
-    TITLE,
-    ds.n_classes,
-    BAND,
+    runs.epochs, memorized, names, titles, ds.n_classes, band
 )
 run.figure(fig, "memorization_curves")
 
@@ -155,19 +153,15 @@ run.figure(fig, "memorization_curves")
 
 # %%
 if "rare" in corruption:
-    fig = plot_memorization.rare_members_figure(
-        ep,
-        {
-            f"{plots.label(n)}: final gap {R.mem('rare', n)[:, -1].mean():+.3f}": (
-                n,
-                R.curves("rare", n, "noisy_acc"),
-                R.curves("rare", n, "rare_test_acc"),
-                R.curves("rare", n, "test_acc"),
-            )
-            for n in norms
-        },
-        f"{TITLE['rare']}; {BAND}",
-    )
+    curves = {}
+    for norm in norms:
+        gap = runs.mem("rare", norm)[:, -1].mean()
+        kinds = ("noisy_acc", "rare_test_acc", "test_acc")
+        curves[f"{plots.label(norm)}: final gap {gap:+.3f}"] = (
+            norm,
+            *(runs.curves("rare", norm, kind) for kind in kinds),
+        )
+    fig = plot_memorization.rare_members_figure(runs.epochs, curves, f"{titles['rare']}; {band}")
     run.figure(fig, "rare_members")
 
 # %% [markdown]
@@ -176,34 +170,13 @@ if "rare" in corruption:
 # clean training samples. The paper reports that BN drives the noisy loss down much faster.
 
 # %%
-fig, axes = plots.panels(len(corruption))
-for ax, corr in zip(axes, corruption):
-    for norm in ("bn", "none"):
-        plots.band(
-            ax,
-            ep,
-            R.curves(corr, norm, "noisy_loss"),
-            norm,
-            f"{plots.label(norm)}: {memorization.SUBSET[corr]}",
-        )
-        plots.band(
-            ax,
-            ep,
-            R.curves(corr, norm, "clean_loss"),
-            norm,
-            f"{plots.label(norm)}: clean samples",
-            "--",
-        )
-    ax.set(
-        title=f"{TITLE[corr]}\n{accs(corr, ('bn', 'none'))}",
-        xlabel="epoch",
-        yscale="log",
-        ylabel="mean cross-entropy (nats, log scale)",
-    )
-    plots.plain_log_axis(ax)
-fig.tight_layout()
-for ax in axes:
-    plots.legend_below(ax, title=BAND, title_fontsize=7, ncol=2)
+pair = ("bn", "none")
+loss_titles = {c: f"{titles[c]}\n{text.accuracy_line(acc[c], pair)}" for c in corruption}
+noisy_loss = runs.by_case(corruption, pair, "noisy_loss")
+clean_loss = runs.by_case(corruption, pair, "clean_loss")
+fig = plot_memorization.loss_figure(
+    runs.epochs, noisy_loss, clean_loss, memorization.SUBSET, loss_titles, band
+)
 run.figure(fig, "loss_noisy_vs_clean")
 
 # %% [markdown]
@@ -211,18 +184,9 @@ run.figure(fig, "loss_noisy_vs_clean")
 # The utility side: every model must learn the task for the comparison to be fair.
 
 # %%
-fig, axes = plots.panels(len(corruption))
-for ax, corr in zip(axes, corruption):
-    for norm in norms:
-        plots.band(ax, ep, R.curves(corr, norm, "test_acc"), norm)
-    ax.set(
-        title=f"{TITLE[corr]}\n{n_test} clean test samples",
-        xlabel="epoch",
-        ylabel="clean test accuracy",
-    )
-fig.tight_layout()
-for ax in axes:
-    plots.legend_below(ax, title=BAND, title_fontsize=7, ncol=2)
+test_titles = {c: f"{titles[c]}\n{n_test} clean test samples" for c in corruption}
+test_acc = runs.by_case(corruption, norms, "test_acc")
+fig = plot_memorization.clean_accuracy_figure(runs.epochs, test_acc, test_titles, band)
 run.figure(fig, "test_accuracy")
 
 # %% [markdown]
@@ -233,14 +197,10 @@ run.figure(fig, "test_accuracy")
 # how much of the atypical subset has each model memorized? That is the price of the speed.
 
 # %%
+clean_acc = runs.by_case(corruption, norms, "clean_acc")
+reached = {c: {n: runs.level_epochs(c, n, clean_level) for n in norms} for c in corruption}
 fig = plot_memorization.typical_figure(
-    ep,
-    {c: {n: R.curves(c, n, "clean_acc") for n in norms} for c in corruption},
-    {c: {n: R.mem(c, n) for n in norms} for c in corruption},
-    clean_level,
-    {c: {n: R.level_epochs(c, n, clean_level) for n in norms} for c in corruption},
-    TITLE,
-    BAND,
+    runs.epochs, clean_acc, memorized, clean_level, reached, titles, band
 )
 run.figure(fig, "typical_speed")
 
@@ -251,10 +211,10 @@ run.figure(fig, "typical_speed")
 # learned scale. The paper makes no claim here: this asks which part of BN carries its effect.
 
 # %%
-if set(memorization.CONTROLS) & set(norms):
-    fig = plot_memorization.controls_figure(
-        {c: {n: R.mem(c, n)[:, -1] for n in norms} for c in corruption}, acc, TITLE
-    )
+controls = bool(set(memorization.CONTROLS) & set(norms))
+if controls:
+    final = {c: {n: runs.mem(c, n)[:, -1] for n in norms} for c in corruption}
+    fig = plot_memorization.controls_figure(final, acc, titles)
     run.figure(fig, "controls")
 
 # %% [markdown]
@@ -266,8 +226,8 @@ if set(memorization.CONTROLS) & set(norms):
 # clean train and test accuracy at the end of training.
 
 # %%
-summary = {f"{c}/{n}": R.summary(c, n, clean_level) for c in corruption for n in norms}
-display(Markdown(memorization.table(summary, clean_level)))
+summary = {f"{c}/{n}": runs.summary(c, n, clean_level) for c in corruption for n in norms}
+display(Markdown(text.memorization_table(summary, clean_level)))
 
 # %% [markdown]
 # ## Verdict
@@ -284,20 +244,28 @@ display(Markdown(memorization.table(summary, clean_level)))
 # no-BN in final memorization (Figure 6).
 
 # %%
-rows = memorization.verdict_rows(R, corruption, norms, clean_level, dataset=dataset, budget=budget)
+rows = memorization.verdict_rows(
+    runs, corruption, norms, clean_level, dataset=dataset, budget=budget
+)
 rows = claims.holm(rows)  # Holm's correction within each family of this run's rows
+
+# %% [markdown]
+# The results file keeps the table's numbers, the verdict rows, the key figures and every
+# training history.
+
+# %%
+key_figures = ["memorization_curves", "typical_speed"] + (["controls"] if controls else [])
 run.save(
     {
         "summary": summary,
         "claims": rows,
-        "key_figures": notebook.figure_paths(
-            run,
-            ["memorization_curves", "typical_speed"]
-            + (["controls"] if set(memorization.CONTROLS) & set(norms) else []),
-        ),
-        "histories": {f"{c}/{n}/{s}": h for (c, n, s), h in runs.items()},
+        "key_figures": notebook.figure_paths(run, key_figures),
+        "histories": {f"{c}/{n}/{s}": h for (c, n, s), h in histories.items()},
     }
 )
+
+# %% [markdown]
+# The verdicts, then what the two controls say about which part of BN carries its effect.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -305,18 +273,10 @@ print(
     f"Forced memorization on {dataset} ({arch}, flip/ood {noise_frac:.0%} corrupted, rare class "
     f"{rare_share:.0%} of the subset, {len(seeds)} seeds, {epochs} epochs, budget {budget})"
 )
-for c in rows:
-    accs = ", ".join(f"{plots.label(n)} {a:.2f}" for n, a in c["clean_test_acc"].items())
-    est = (
-        f"{c['measured']:+.2f} [{c['lo']:+.2f}, {c['hi']:+.2f}]"
-        if np.isfinite(c["measured"])
-        else "no estimate (a seed never reached the level)"
-    )
-    print(
-        f"- {c['claim']}: {c['unit'].split(',')[0]} = {est} -> {c['verdict']} (clean test acc: {accs})"
-    )
+claims.show(rows)
 print("Controls (which part of BN carries its effect on memorization?):")
-print("\n".join(f"- {line}" for line in memorization.controls_reading(rows)))
+print("\n".join(f"- {line}" for line in text.controls_reading(rows)))
 print(
-    "Paper: BN speeds up learning of typical samples and makes networks memorize atypical samples faster and more strongly."
+    "Paper: BN speeds up learning of typical samples and makes networks memorize atypical "
+    "samples faster and more strongly."
 )

@@ -4,9 +4,10 @@ import copy
 
 import pytest
 import torch
+from torch import nn
 
-from bnpaper import grads
-from bnpaper.models import NORMS, ResNet, bn_layers, build_model
+from bnpaper import grad_rules, grads
+from bnpaper.models import NORMS, BasicBlock, ResNet, bn_layers, build_model
 
 
 def _model(arch, norm, seed=0):
@@ -238,3 +239,105 @@ def test_auto_falls_back_to_the_loop_where_mixed_mode_does_not_apply():
         )
         == "loop"
     )  # a class outside the table
+
+
+# ---------------------------------------------------------------- one test per layer rule
+def _only(trained: nn.Module, *layers: nn.Module) -> nn.Sequential:
+    """A small network of `layers` in which only `trained` (one of them) has trainable
+    parameters; a BatchNorm without affine parameters after a ReLU couples the samples in
+    "batch" (directly after the layer it would cancel its bias's gradient)."""
+    net = nn.Sequential(*layers)
+    for mod in net.modules():
+        for p in mod.parameters(recurse=False):
+            p.requires_grad_(any(p is q for q in trained.parameters(recurse=False)))
+    return net
+
+
+def _skipinit_block() -> BasicBlock:
+    block = BasicBlock(4, 4, 1, "none")
+    with torch.no_grad():
+        block.skip_scale.fill_(0.7)
+    return block
+
+
+def _case(name: str):
+    """(network, input shape, groups of the trained layer) of one layer-rule case."""
+    coupling2d, coupling1d = nn.BatchNorm2d(4, affine=False), nn.BatchNorm1d(6, affine=False)
+    head = nn.Linear(4 * 5 * 5, 10)
+    if name == "linear":
+        fc = nn.Linear(12, 6)  # 6 samples < 12 inputs: the coupled rule's Gram path
+        net = _only(fc, nn.Flatten(), fc, nn.ReLU(), coupling1d, nn.Linear(6, 10))
+        return net, (6, 3, 2, 2), {"weight", "bias"}
+    if name == "linear_sequence":
+        fc = nn.Linear(4, 2)  # (B, 3, 4) inputs: per-position outer products
+        net = _only(fc, fc, nn.ReLU(), nn.Flatten(), coupling1d, nn.Linear(6, 10))
+        return net, (6, 3, 4), {"weight", "bias"}
+    if name == "conv":
+        conv = nn.Conv2d(2, 4, 3, padding=1)  # per-sample outer products
+        net = _only(conv, conv, nn.ReLU(), coupling2d, nn.Flatten(), head)
+        return net, (6, 2, 5, 5), {"weight", "bias"}
+    if name == "conv_ghost":
+        conv = nn.Conv2d(8, 4, 3, stride=2, padding=1)  # few positions: ghost norm
+        net = _only(conv, conv, nn.ReLU(), coupling2d, nn.Flatten(), nn.Linear(4 * 9, 10))
+        return net, (6, 8, 5, 5), {"weight", "bias"}
+    if name == "batchnorm2d":
+        bn = nn.BatchNorm2d(4)
+        net = _only(bn, nn.Conv2d(2, 4, 3, padding=1), bn, nn.ReLU(), nn.Flatten(), head)
+        return net, (6, 2, 5, 5), {"gamma", "beta"}
+    if name == "batchnorm1d":
+        bn = nn.BatchNorm1d(6)
+        net = _only(bn, nn.Flatten(), nn.Linear(12, 6), bn, nn.ReLU(), nn.Linear(6, 10))
+        return net, (6, 3, 2, 2), {"gamma", "beta"}
+    if name == "groupnorm":
+        gn = nn.GroupNorm(2, 4)
+        layers = (nn.Conv2d(2, 4, 3, padding=1), gn, nn.ReLU(), coupling2d, nn.Flatten(), head)
+        return _only(gn, *layers), (6, 2, 5, 5), {"gamma", "beta"}
+    block = _skipinit_block()
+    layers = (nn.Conv2d(2, 4, 3, padding=1), coupling2d, block, nn.Flatten(), head)
+    return _only(block, *layers), (6, 2, 5, 5), {"other"}
+
+
+LAYER_CASES = {
+    "linear": nn.Linear,
+    "linear_sequence": nn.Linear,
+    "conv": nn.Conv2d,
+    "conv_ghost": nn.Conv2d,
+    "batchnorm2d": nn.modules.batchnorm._BatchNorm,
+    "batchnorm1d": nn.modules.batchnorm._BatchNorm,
+    "groupnorm": nn.GroupNorm,
+    "skipinit": BasicBlock,
+}
+
+
+def test_every_registered_layer_rule_has_a_case_against_the_naive_loop():
+    assert set(grad_rules.RULES) == set(LAYER_CASES.values())
+
+
+@pytest.mark.parametrize("name", LAYER_CASES)
+@pytest.mark.parametrize("mode", grads.MODES)
+def test_each_layer_rule_matches_the_naive_loop_alone(name, mode):
+    """The layer's rule is the only one that runs: hooks where samples are independent given the
+    statistics, the batched cotangents ("exact") in every mode."""
+    torch.manual_seed(0)
+    net, shape, groups = _case(name)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+        for _, bn in bn_layers(net):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+    x, y = torch.randn(shape), torch.randint(0, 10, (shape[0],))
+    assert set(grads.param_groups(net).values()) == groups
+    ref = _naive(net, x, y, mode)
+    if mode != "batch":
+        _assert_close(grads.per_sample_grad_norms(net, x, y, mode=mode, method="hooks"), ref)
+    _assert_close(grads.per_sample_grad_norms(net, x, y, mode=mode, method="exact", chunk=4), ref)
+
+
+def test_a_layer_without_a_rule_is_a_clear_error_and_leaves_no_hook_behind():
+    net = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Bilinear(4, 4, 2))
+    with pytest.raises(NotImplementedError, match="Bilinear"):
+        grad_rules.Recorder(net, fixed_stats=True)
+    assert all(not m._forward_hooks for m in net.modules())
+    with pytest.raises(NotImplementedError, match="grouped"):
+        grad_rules.Recorder(nn.Conv2d(4, 4, 3, groups=2))

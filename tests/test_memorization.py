@@ -6,7 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bnpaper import exposure, memorization as M, shadow
+from bnpaper import claims, exposure, memorization as M, shadow, text
+from bnpaper.stats import Estimate
 
 
 def test_crossing_interpolates_between_evaluated_epochs_and_never_is_inf():
@@ -46,17 +47,21 @@ def test_typical_rows_are_positive_when_bn_learns_faster_and_the_cost_is_read_at
         for s in seeds
         for n, sp, m in (("bn", 2.0, 0.6), ("none", 0.5, 0.2))
     }
-    R = M.Runs(runs, seeds)
+    histories = M.Runs(runs, seeds)
     rows = {
-        r["id"]: r
-        for r in M.verdict_rows(R, ["flip"], ["bn", "none"], 0.8, dataset="toy", budget="ci")
+        r.id: r
+        for r in M.verdict_rows(
+            histories, ["flip"], ["bn", "none"], 0.8, dataset="toy", budget="ci"
+        )
     }
-    e_bn, e_none = R.level_epochs("flip", "bn", 0.8), R.level_epochs("flip", "none", 0.8)
-    assert rows["01.typical.epochs"]["measured"] == pytest.approx(float(np.mean(e_none - e_bn)))
-    assert rows["01.typical.epochs"]["measured"] > 0 and rows["01.typical.auc"]["measured"] > 0
+    e_bn = histories.level_epochs("flip", "bn", 0.8)
+    e_none = histories.level_epochs("flip", "none", 0.8)
+    assert rows["01.typical.epochs"].measured == pytest.approx(float(np.mean(e_none - e_bn)))
+    assert rows["01.typical.epochs"].measured > 0 and rows["01.typical.auc"].measured > 0
     cost = np.mean(0.6 * e_bn / 4 - 0.2 * e_none / 4)  # memorization grows linearly with the epoch
-    assert rows["01.typical.cost"]["measured"] == pytest.approx(cost)
-    assert rows["01.final.flip"]["measured"] == pytest.approx(0.4)
+    assert rows["01.typical.cost"].measured == pytest.approx(cost)
+    assert rows["01.final.flip"].measured == pytest.approx(0.4)
+    assert rows["01.final.flip"].fields["dataset"] == "toy"
 
 
 def test_a_no_bn_run_that_never_reaches_the_level_counts_at_the_last_epoch_but_bn_never_does():
@@ -66,24 +71,21 @@ def test_a_no_bn_run_that_never_reaches_the_level_counts_at_the_last_epoch_but_b
         for s in seeds
         for n, sp in (("bn", 2.0), ("none", 0.5 if s else 0.1))
     }
-    R = M.Runs(runs, seeds)
-    assert np.isinf(R.level_epochs("flip", "none", 0.8)[0])  # seed 0 of no-BN never gets there
-    row = M.verdict_rows(R, ["flip"], ["bn", "none"], 0.8)[0]
-    e_bn, e_none = R.level_epochs("flip", "bn", 0.8), R.level_epochs("flip", "none", 0.8)
+    histories = M.Runs(runs, seeds)
+    e_bn = histories.level_epochs("flip", "bn", 0.8)
+    e_none = histories.level_epochs("flip", "none", 0.8)
+    assert np.isinf(e_none[0])  # seed 0 of no-BN never gets there
+    row = M.verdict_rows(histories, ["flip"], ["bn", "none"], 0.8)[0]
     e_none[0] = 4.0  # the last evaluated epoch
-    assert row["measured"] == pytest.approx(float(np.mean(e_none - e_bn))) and np.isfinite(
-        row["lo"]
-    )
-    assert "1 no-BN run(s) never reached it" in row["unit"]
+    assert row.measured == pytest.approx(float(np.mean(e_none - e_bn))) and np.isfinite(row.lo)
+    assert "1 no-BN run(s) never reached it" in row.fields["unit"]
     swapped = {
         ("flip", n, s): h
         for (c, m, s), h in runs.items()
         for n in [{"bn": "none", "none": "bn"}[m]]
     }
     back = M.verdict_rows(M.Runs(swapped, seeds), ["flip"], ["bn", "none"], 0.8)[0]
-    assert (
-        np.isnan(back["measured"]) and back["verdict"] == "inconclusive"
-    )  # BN censored: no estimate
+    assert np.isnan(back.measured) and back.verdict == "inconclusive"  # BN censored: no estimate
 
 
 def test_rare_exposure_measures_the_rare_members_apart_from_the_rest():
@@ -105,3 +107,50 @@ def test_rare_exposure_measures_the_rare_members_apart_from_the_rest():
     assert rx["delta"]["rare"].value > 30 and abs(rx["delta"]["common"].value) < 15  # AUC points
     assert rx["mem"]["bn"]["rare"] == pytest.approx(1.0) and rx["mem"]["bn"]["common"] == 0.0
     assert rx["n"] == {"all": 40, "rare": 10, "common": 30}
+
+
+def _control_row(control: str, corr: str, verdict: str) -> claims.Verdict:
+    est = Estimate(0.1, 0.05, 0.15, 3)
+    row = claims.judge(f"01.control.{control}", est, corruption=corr, subset=M.SUBSET[corr])
+    return row.with_verdict(verdict)
+
+
+def test_controls_reading_names_the_part_of_bn_that_carries_the_effect():
+    rows = [
+        _control_row("gn", "flip", "reproduced"),
+        _control_row("bn_noaffine", "flip", "not reproduced"),
+        _control_row("gn", "ood", "not reproduced"),
+        _control_row("bn_noaffine", "ood", "reproduced"),
+        _control_row("gn", "rare", "inconclusive"),
+    ]
+    flip, ood, rare = text.controls_reading(rows)
+    assert flip.startswith("flip: GroupNorm reproduced, BN with gamma fixed not reproduced")
+    assert "the learned gamma carries it" in flip
+    assert "batch coupling carries it" in ood
+    assert rare.endswith("BN with gamma fixed not run -> not separated at this budget")
+
+
+def test_the_table_has_a_row_per_model_and_says_never_for_a_level_not_reached():
+    s = dict.fromkeys(
+        [
+            "epochs_to_50",
+            "epochs_to_90",
+            "final_memorization",
+            "subset_acc",
+            "noisy_true_acc",
+            "rare_heldout_acc",
+            "epochs_to_clean_level",
+            "memorization_at_clean_level",
+            "clean_train_acc",
+            "clean_test_acc",
+        ],
+        0.5,
+    )
+    table = text.memorization_table(
+        {"flip/bn": s, "ood/none": {**s, "epochs_to_90": math.inf}}, 0.8
+    )
+    head, rule, flip, ood = table.split("\n")
+    assert head.count("|") == rule.count("|") == flip.count("|") == 11
+    assert "epochs to 80% clean train acc." in head
+    assert flip.startswith("| flip | BN | 0.5 / 0.5 | 0.500 | 0.500 | 0.500 |")
+    assert "| 0.5 / never |" in ood and "| n/a |" in ood

@@ -85,3 +85,48 @@ def test_saving_records_each_figures_audit(monkeypatch, tmp_path):
         "axes 0 (untitled): the x axis has no label",
         "axes 0 (untitled): the y axis has no label",
     ]
+
+
+def _medians(scale: float):
+    from bnpaper.probes import Medians
+
+    noisy = scale * np.array([[1.0, 2.0, 4.0], [1.5, 2.5, 5.0]])
+    return Medians(noisy, np.ones((2, 3)), noisy / (noisy + 9))
+
+
+def test_notebook_02_figures_pass_the_figure_checks():
+    from bnpaper import plot_gradients as pg
+
+    epochs, names = [0, 1, 2], {"bn": "BN (0.9)", "none": "no-BN (0.8)"}
+    medians = {mode: {"bn": _medians(2.0), "none": _medians(1.0)} for mode in ("batch", "eval")}
+    medians["batch_fixed"] = medians["batch"]
+    titles = {"batch": "batch statistics", "eval": "running statistics"}
+    rng = np.random.default_rng(0)
+    pooled = {(n, e): (rng.normal(0, 1, 40), np.arange(40) < 10) for n in names for e in epochs}
+    words = {**titles, "batch_fixed": "held fixed"}
+    fixed = {"bn": (np.ones((2, 3)), np.full((2, 3), 1.2))}
+    groups = {names[n]: {"weight": np.ones((2, 3)), "gamma": np.full((2, 3), 2.0)} for n in names}
+    figures = [
+        pg.histogram_figure(pooled, names, "batch statistics, 2 seeds pooled"),
+        pg.median_figure(epochs, medians, names, titles, "bars: range"),
+        pg.ratio_figure(epochs, medians, names, titles, (0.1, 200), "bars: range"),
+        pg.fixed_statistics_figure(epochs, fixed, medians, names, words, "per sample", "bars"),
+        pg.group_ratio_figure(epochs, groups, "median noisy / median clean norm", "bars"),
+    ]
+    for fig in figures:
+        assert plots.audit(fig) == []
+        plt.close(fig)
+
+
+def test_notebook_01_loss_and_accuracy_figures_pass_the_figure_checks():
+    from bnpaper import plot_memorization as pm
+
+    epochs = np.arange(4)
+    curve = np.vstack([np.linspace(2, 0.5, 4), np.linspace(2.2, 0.6, 4)])
+    by_norm = {"flip": {"bn": curve, "none": curve * 1.1}}
+    titles = {"flip": "label flips: 10 of 100"}
+    fig = pm.loss_figure(epochs, by_norm, by_norm, {"flip": "flipped"}, titles, "band: range")
+    assert plots.audit(fig) == []
+    fig = pm.clean_accuracy_figure(epochs, {"flip": {"bn": curve / 3}}, titles, "band: range")
+    assert plots.audit(fig) == []
+    plt.close("all")

@@ -1,10 +1,10 @@
-"""bnpaper.probes: the gradient-norm probe recorded during training, and the analysis of its records."""
+"""bnpaper.probes: the gradient-norm probe recorded in training, and the analysis of its records."""
 
 import numpy as np
 import pytest
 import torch
 
-from bnpaper import data, grads, probes, stats, train, units
+from bnpaper import data, grads, probes, stats, text, train, units
 from bnpaper.models import build_model
 
 
@@ -133,7 +133,7 @@ def test_pooled_log10_pools_runs_at_one_epoch():
 
 def test_probe_counts_say_how_many_samples_each_median_is_over():
     h = _history(2.0)
-    assert probes.probe_counts([h, _history(4.0)]) == "3 noisy, 3 clean"
+    assert text.probe_counts(*probes.sample_counts([h, _history(4.0)])) == "3 noisy, 3 clean"
     fewer = {
         **h,
         "grads": [
@@ -141,7 +141,23 @@ def test_probe_counts_say_how_many_samples_each_median_is_over():
             for r in h["grads"]
         ],
     }
-    assert probes.probe_counts([h, fewer], "batch") == "2-3 noisy, 3 clean"
+    assert probes.sample_counts([h, fewer], "batch") == ([3, 2], [3, 3])
+    assert text.probe_counts([3, 2], [3, 3]) == "2-3 noisy, 3 clean"
+
+
+def test_verdict_rows_judge_the_after_init_ratio_and_the_paired_gap():
+    hs = {"bn": [_history(2.0), _history(4.0)], "none": [_history(1.0), _history(1.5)]}
+    for n, runs in hs.items():
+        for h, acc in zip(runs, (0.8, 0.9)):
+            h["test_acc"] = [0.1, 0.5, 0.7, acc]
+    rows = probes.verdict_rows(hs, dataset="toy", budget="ci", corruption="flip")
+    assert [r.id for r in rows] == ["02.noisy_vs_clean", "02.bn_vs_none"]
+    ep = probes.probed_epochs(hs["bn"][0])
+    per_seed = {n: probes.after_init(probes.medians(h).ratio, ep) for n, h in hs.items()}
+    assert rows[0].measured == pytest.approx(np.mean(per_seed["bn"]))
+    assert rows[1].measured == pytest.approx(np.mean(per_seed["bn"] - per_seed["none"]))
+    assert rows[0].fields["clean_test_acc"] == pytest.approx({"bn": 0.85, "none": 0.85})
+    assert rows[1].fields["dataset"] == "toy" and rows[1].fields["corruption"] == "flip"
 
 
 def test_summary_agrees_with_the_verdict_statistic():
