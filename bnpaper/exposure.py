@@ -313,7 +313,7 @@ def control_rows(pools: Pools, scores: Mapping, n_boot: int, **common) -> list[c
     learned gamma without batch coupling; BN with gamma fixed at 1: batch coupling without a
     learned gamma), mix and group (all examples, outliers): the control minus no-BN in online-LiRA
     AUC points (`online_deltas`), judged with the control's clean test accuracy minus no-BN's as
-    the confound. Each row's `case` names its mix and group (`memorization.controls_reading`)."""
+    the confound. Each row's `case` names its mix and group (`text.controls_reading`)."""
     rows, acc, gap = [], pools.acc, pools.gap
     for ctrl in (n for n in CONTROLS if n in pools.norms):
         for (mix, g), e in online_deltas(pools, scores, n_boot, norm=ctrl).items():

@@ -23,7 +23,6 @@ import numpy as np
 from . import claims
 from .claims import Verdict
 from .stats import Estimate, area_under_curve, epochs_to, t_paired_diff
-from .text import controls_reading  # noqa: F401 (notebook 03 and tests/test_exposure.py)
 
 SUBSET = {"flip": "label-flipped subset", "ood": "OOD subset", "rare": "rare samples"}
 CONTROLS = ("gn", "bn_noaffine")

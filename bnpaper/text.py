@@ -28,7 +28,7 @@ def interval(e, digits: int = 3) -> str:
     return f"{e.value:.{digits}f} [{e.lo:.{digits}f}, {e.hi:.{digits}f}]"
 
 
-# ---------------------------------------------------------------- 01 forced memorization, 02 gradients
+# ------------------------------------------------------------- 01 forced memorization, 02 gradients
 
 
 def _never(v: float, digits: int = 3) -> str:

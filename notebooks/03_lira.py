@@ -93,7 +93,7 @@ run = notebook.start(globals(), "03_lira")
 # NBVAL_IGNORE_OUTPUT
 import time
 from IPython.display import Markdown, display
-from bnpaper import claims, data, exposure, memorization, plot_lira, plots, size_trend, text
+from bnpaper import claims, data, exposure, plot_lira, plots, size_trend, text
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
@@ -289,5 +289,5 @@ print(
     f"{len(seeds)} seed(s), {epochs} epochs, budget {budget})"
 )
 claims.show(rows)
-for line in memorization.controls_reading(rows, "03.control.", "case", "the attack's AUC"):
+for line in text.controls_reading(rows, "03.control.", "case", "the attack's AUC"):
     print(f"- controls, {line}")

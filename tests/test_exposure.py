@@ -185,8 +185,6 @@ def _control_pools(norms=("bn", "none", "gn", "bn_noaffine")):
 
 
 def test_control_rows_compare_each_control_with_no_bn_on_the_same_targets():
-    from bnpaper import memorization
-
     pools, scores = _control_pools()
     rows = exposure.control_rows(pools, scores, 200, dataset="toy")
     assert [(r.id, r.fields["subgroup"]) for r in rows] == [
@@ -199,7 +197,7 @@ def test_control_rows_compare_each_control_with_no_bn_on_the_same_targets():
     assert rows[0].measured == pytest.approx(want.value) and rows[0].measured > 10
     assert rows[0].verdict == "reproduced" and rows[2].verdict == "not reproduced"
     assert rows[0].family == "exploratory" and "5% outlier mix (all)" in rows[0].claim
-    reading = memorization.controls_reading(rows, "03.control.", "case", "the attack's AUC")
+    reading = text.controls_reading(rows, "03.control.", "case", "the attack's AUC")
     assert reading[0].startswith("5% mix, all examples: GroupNorm reproduced")
     assert "the learned gamma carries the attack's AUC" in reading[0]
     pools, scores = _control_pools(("bn", "none"))
