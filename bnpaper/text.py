@@ -341,7 +341,7 @@ def term_labels(terms: dict, model: str) -> dict:
     }
 
 
-def probe_counts(study) -> str:
+def toy_probe_counts(study) -> str:
     """How many probes a `toy_studies.ProbeStudy` holds, and each run's ratio estimator."""
     ratios = {k: round(r, 3) for k, r in study.run_ratio_table().items()}
     return (

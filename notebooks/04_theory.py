@@ -213,7 +213,7 @@ probes = toy_studies.probe_study(
     default_lr,
     probe_every,
 )
-print(text.probe_counts(probes))
+print(text.toy_probe_counts(probes))
 
 # %% [markdown]
 # **Figure: measured against predicted.** Each probe at the default lr, and the agreement per

@@ -126,7 +126,7 @@ def test_probe_study_row_fields_and_summary_carry_the_counts(probes):
         "w_scale=3, seed=0",
         "w_scale=3, seed=1",
     }
-    assert f"over {probes.n_runs_grid} runs" in text.probe_counts(probes)
+    assert f"over {probes.n_runs_grid} runs" in text.toy_probe_counts(probes)
 
 
 def test_feedback_factor_gap_splits_exactly_into_gamma_and_sigma_parts(feedback):
