@@ -2,9 +2,9 @@
 Privacy Risks" (Doan, Gu, Alouani, 2026).
 
 Compute modules take and return tensors or frozen dataclasses; notebooks compose them; `plots`
-and the `plot_*` modules draw; `text` writes the sentences and tables; `store` persists; `units`
-builds every cached unit; `declarations` declares and `params` resolves every notebook's
-parameters; `claims` judges. The package map, one line per module: docs/layout.md.
+and the `plot_*` modules draw; `text`, `theory_text` and `mitigation_text` write the sentences
+and tables; `store` persists; `units` builds every cached unit; `declarations` declares and
+`params` resolves every notebook's parameters; `claims` judges. The package map, one line per module: docs/layout.md.
 
 A unit's cache key holds the source of the modules its computation imports (`closure`). The
 package's files are read once per process, when `closure` is first imported, which is here, at
@@ -35,6 +35,7 @@ from . import (
     mitigation,
     mitigation_claims,
     mitigation_lira,
+    mitigation_text,
     models,
     notebook,
     packed,
@@ -57,6 +58,7 @@ from . import (
     store,
     text,
     theory,
+    theory_text,
     toy,
     toy_studies,
     train,
@@ -118,7 +120,9 @@ __all__ = [
     "sources",
     "stats",
     "store",
+    "mitigation_text",
     "text",
+    "theory_text",
     "theory",
     "toy",
     "toy_studies",

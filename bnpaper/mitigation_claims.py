@@ -8,7 +8,7 @@ from .claims import Verdict, acc_tolerance
 from .frontier import Frontiers, frontier_rows
 from .mitigation_lira import LiraComparison, lira_frontier_rows, lira_row
 from .reduction import reduction_rows
-from .text import chosen_on_words
+from .mitigation_text import chosen_on_words
 from .variants import Lineup, grid_kinds
 
 

@@ -195,7 +195,7 @@ def on_03s_pool(ds, p03: Mapping, chosen: Variant, variant: str) -> LiraComparis
     """LiRA `variant` on notebook 03's pool (`lira_pools`, 03's resolved parameters `p03`) for
     BN ('bn'), no-BN ('none') and the chosen setting ('reg'), compared on every example group
     (`mia.example_groups`: all, corrupted, clean), BN minus the chosen setting."""
-    from .text import lira_pool_words
+    from .mitigation_text import lira_pool_words
 
     pools, mask, mix = lira_pools(ds, p03, chosen.mit)
     groups = mia.example_groups(mask, ("corrupted", "clean"))

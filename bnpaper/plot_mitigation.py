@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from . import plot_memorization, plots, text
+from . import mitigation_text, plot_memorization, plots
 from .frontier import frontier_points
 from .plots import color, legend_below
 from .reduction import summarize
@@ -132,10 +132,10 @@ def memorization_figure(
         lines = {}
         for v in judged:
             h = _histories(runs, c, v, seeds)
-            label = text.curve_label(v.label, summarize(h, c))
+            label = mitigation_text.curve_label(v.label, summarize(h, c))
             lines[label] = (curves(h, c, MEMORIZATION), curves(h, c, ACCURACY), v.color)
         n_atypical = int(splits[c, seeds[0]].mask.sum())
-        title = text.kind_title(c, n_atypical, n_train, n_classes)
+        title = mitigation_text.kind_title(c, n_atypical, n_train, n_classes)
         plot_memorization.memorization_column_of_kind(
             axes[:, j], epochs, lines, title, c, n_classes
         )
@@ -145,13 +145,13 @@ def memorization_figure(
 
 def lira_roc_figure(comparison, labels: Mapping[str, str], tol: float) -> plt.Figure:
     """LiRA's ROC on notebook 03's pool per family (`mitigation_lira.LiraComparison`), `labels`
-    {pool name: label}; the title says what the comparison reads (`text.lira_title`)."""
+    {pool name: label}; the title says what the comparison reads (`mitigation_text.lira_title`)."""
     fig, ax = plt.subplots(figsize=(5.6, 5.6))
     rocs = {
         label: (*comparison.roc(n), color(LIRA_COLORS[n]))
-        for n, label in text.lira_labels(comparison, labels).items()
+        for n, label in mitigation_text.lira_labels(comparison, labels).items()
     }
-    plots.roc_loglog(ax, rocs, text.lira_title(comparison, "bn", "reg", tol))
+    plots.roc_loglog(ax, rocs, mitigation_text.lira_title(comparison, "bn", "reg", tol))
     fig.tight_layout()
     return fig
 
@@ -174,13 +174,13 @@ def frontier_figure(
     for ax, c in zip(axes, kinds):
         at = [finals(runs, c, chosen.name, seeds, k) for k in (ACCURACY, MEMORIZATION)]
         points = frontier_points(frontiers.fronts[c], frontiers.alts[c], *at, chosen.label)
-        words = text.CORRUPTION_WORDS.get(c, c)
+        words = mitigation_text.CORRUPTION_WORDS.get(c, c)
         title = f"{words}: {len(seeds)} evaluation seeds, $\\tau$ = {frontier_tau:g}"
         frontier_panel(ax, *points, title)
     if lira_frontier:
         lf = lira_frontier
         points = frontier_points(lf["front"], lf["alts"], *lf["chosen"], chosen.label)
-        title = text.lira_frontier_title(lira.variant, lira.pool, lf["n_shadows"])
+        title = mitigation_text.lira_frontier_title(lira.variant, lira.pool, lf["n_shadows"])
         ylabel = "LiRA AUC (mean over targets)"
         frontier_panel(axes[-1], *points, title, ylabel=ylabel, over="targets", chance=0.5)
     fig.tight_layout()
@@ -204,15 +204,15 @@ def gamma_sigma_figure(
         for v in models:
             gamma, sigma = scales[c, v.name]
             acc = summarize(_histories(runs, c, v, seeds), c)["clean_test_acc"]
-            label = text.scale_label(v.label, gamma / sigma, len(seeds), acc)
+            label = mitigation_text.scale_label(v.label, gamma / sigma, len(seeds), acc)
             values[label] = (gamma / sigma, color(v.color))
         plots.log_histograms(
             ax,
             values,
-            f"{text.CORRUPTION_WORDS.get(c, c)}: BN channels of every layer and seed",
+            f"{mitigation_text.CORRUPTION_WORDS.get(c, c)}: BN channels of every layer and seed",
             r"$|\gamma_c| / \sigma_c$ per channel ($\sigma_c$ from the running variance)",
             "channels per bin",
-            vlines=text.scale_lines(tau),
+            vlines=mitigation_text.scale_lines(tau),
             zero_note=r"{n} channels with $\gamma$ = 0 not shown",
         )
     fig.tight_layout()

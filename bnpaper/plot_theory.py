@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
 
-from . import text
+from . import theory_text
 from .plots import band, color, figure_legend, plain_log_axis
 
 
@@ -144,9 +144,9 @@ def margin_growth(study, batch_sizes: Sequence[int], lrs: Sequence[float]) -> pl
 def gamma_feedback(fb) -> plt.Figure:
     """gamma, (gamma/sigma)^2 (from step 1: the random initial w is off the scale) and outlier
     memorization per SGD step of the toy (`toy_studies.FeedbackStudy`), BN with outliers vs without
-    (grey, dashed); memorization BN vs no-BN. The panels' notes (`text.feedback_notes`)
+    (grey, dashed); memorization BN vs no-BN. The panels' notes (`theory_text.feedback_notes`)
     say from the data whether gamma is higher with outliers and what drives the factor."""
-    notes, acc, n = text.feedback_notes(fb), fb.test_acc, len(fb.seeds)
+    notes, acc, n = theory_text.feedback_notes(fb), fb.test_acc, len(fb.seeds)
     steps = np.arange(fb.arr("bn", "gamma").shape[1])
     fig, axes = plt.subplots(1, 3, figsize=(13.5, 4.6))
     for ax, k, s0 in zip(axes[:2], ("gamma", "factor"), (0, 1)):
@@ -321,7 +321,7 @@ def _drivers_panel(ax: plt.Axes, study, arch: str, versus: str) -> None:
     ax.axhline(1, color="0.3", lw=0.8, ls="--")
     names = [n.replace("blocks.", "b") for n in study.layer_names(arch)] + ["all channels"]
     ax.set_xticks(x, names, rotation=90, fontsize=6.5)
-    a, b = text.VERSUS[versus]
+    a, b = theory_text.VERSUS[versus]
     acc = f"{study.test_acc(arch):.2f}"
     if versus == "clean":
         acc += f" / {study.test_acc(arch, 'none'):.2f}"

@@ -15,7 +15,7 @@ from .claims import Verdict, judge
 from .mitigation import relative_reductions
 from .models import bn_layers
 from .stats import Estimate, t_mean, t_paired_diff
-from .text import MEMORIZATION_WORDS
+from .mitigation_text import MEMORIZATION_WORDS
 from .variants import ACCURACY, HELD_OUT, MEMORIZATION, SUBSET_ACC, Variant, curves, finals
 
 

@@ -7,7 +7,7 @@ import math
 
 import sympy as sp
 
-from . import text
+from . import theory_text
 from .claims import Verdict, claim, judge
 from .derivation import derived_factor
 from .gamma_sigma import TrainedStudy, exp_estimate
@@ -49,21 +49,21 @@ def toy_rows(ratio: sp.Expr, probes: ProbeStudy, fb: FeedbackStudy, **common) ->
         "04.simulation",
         probes.agreement,
         **toy,
-        unit=text.probe_unit(probes),
+        unit=theory_text.probe_unit(probes),
         **probes.row_fields(),
     )
     gamma = judge(
         "04.gamma_feedback.toy",
         fb.gap_gamma,
         **toy,
-        unit=text.feedback_gamma_unit(fb),
+        unit=theory_text.feedback_gamma_unit(fb),
         **fb.gamma_fields(),
     )
     rise = judge(
         "04.amplification.toy",
         exp_estimate(fb.factor_gap),
         **toy,
-        unit=text.feedback_factor_unit(fb),
+        unit=theory_text.feedback_factor_unit(fb),
         **fb.factor_fields(),
     )
     return [derived, agreement, gamma, loop_verdict(rise, gamma, fb)]
@@ -82,7 +82,7 @@ def network_rows(study: TrainedStudy, noise_frac: float, **common) -> list[Verdi
                 arch=arch,
                 **common,
                 clean_test_acc={"bn": study.test_acc(arch)},
-                unit=text.most_channels_unit(study, e),
+                unit=theory_text.most_channels_unit(study, e),
                 **study.most_fields(arch),
             )
         )
@@ -95,7 +95,7 @@ def network_rows(study: TrainedStudy, noise_frac: float, **common) -> list[Verdi
                 e,
                 arch=arch,
                 **common,
-                unit=text.gamma_ratio_unit(noise_frac, e),
+                unit=theory_text.gamma_ratio_unit(noise_frac, e),
                 **study.gamma_fields(arch),
                 clean_test_acc=acc,
             )

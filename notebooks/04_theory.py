@@ -84,7 +84,17 @@ run = notebook.start(globals(), "04_theory")  # noqa: E702
 import sympy as sp
 from IPython.display import display
 
-from bnpaper import claims, data, derivation, gamma_sigma, plot_theory, plots, text, theory, toy
+from bnpaper import (
+    claims,
+    data,
+    derivation,
+    gamma_sigma,
+    plot_theory,
+    plots,
+    theory,
+    theory_text,
+    toy,
+)
 from bnpaper import toy_studies, train
 from bnpaper.derivation import a, beta, ell, equal, eta, gamma, lp, sigma, sq_norm, w, x, xbar
 
@@ -94,7 +104,7 @@ plots.use_style()
 # The margin with and without BN, and the gradient of BN's loss on $w_1$.
 
 # %%
-text.show_math(
+theory_text.show_math(
     {
         r"m_{\text{no-BN}}": derivation.margin("none"),
         r"m_{\text{BN}}": derivation.margin("bn"),
@@ -108,7 +118,7 @@ text.show_math(
 # %%
 dm_none, dm_bn = derivation.margin_change("none"), derivation.margin_change("bn")
 ratio = derivation.growth_ratio()
-text.show_math(
+theory_text.show_math(
     {
         r"\Delta m_{\text{no-BN}}": dm_none,
         r"\Delta m_{\text{BN}}": dm_bn,
@@ -138,7 +148,7 @@ assert not equal(ratio, gamma / sigma)  # the checker does reject a wrong answer
 # %%
 ratio_centered = derivation.growth_ratio(centered=True)
 dm_centered = derivation.margin_change("bn", centered=True)
-text.show_math(r"\Delta m_{\text{BN}}\ (\mu = w\cdot\bar x)", dm_centered)
+theory_text.show_math(r"\Delta m_{\text{BN}}\ (\mu = w\cdot\bar x)", dm_centered)
 assert equal(ratio_centered, gamma**2 / sigma**2 * sq_norm(x - xbar) / x2)
 
 # %% [markdown]
@@ -148,7 +158,9 @@ assert equal(ratio_centered, gamma**2 / sigma**2 * sq_norm(x - xbar) / x2)
 
 # %%
 terms_bn, terms_none = derivation.full_update_terms("bn"), derivation.full_update_terms("none")
-text.show_math({**text.term_labels(terms_bn, "BN"), **text.term_labels(terms_none, "no-BN")})
+theory_text.show_math(
+    {**theory_text.term_labels(terms_bn, "BN"), **theory_text.term_labels(terms_none, "no-BN")}
+)
 zhat = derivation.zhat()
 assert equal(terms_bn["gamma"], -eta * lp * a**2 * zhat**2)
 assert equal(terms_bn["beta"], -eta * lp * a**2)
@@ -163,7 +175,7 @@ assert equal(derivation.margin_change("bn", ("w", "gamma", "beta", "a")), sum(te
 
 # %%
 gamma_grad, _ = derivation.gamma_gradient(3)
-text.show_math(r"\partial L/\partial\gamma", gamma_grad)
+theory_text.show_math(r"\partial L/\partial\gamma", gamma_grad)
 ys, zhats, lps = (sp.symbols(f"{n}_1:4", real=True) for n in ("y", "zhat", "ell'"))
 assert equal(gamma_grad, sum(ell_i * y * a * z for ell_i, y, z in zip(lps, ys, zhats)) / 3)
 
@@ -173,7 +185,7 @@ assert equal(gamma_grad, sum(ell_i * y * a * z for ell_i, y, z in zip(lps, ys, z
 
 # %%
 lprime, m = derivation.logistic_loss_derivative(), sp.Symbol("m", real=True)
-text.show_math(r"\ell'(m)\ \text{(logistic)}", lprime)
+theory_text.show_math(r"\ell'(m)\ \text{(logistic)}", lprime)
 assert equal(lprime, -1 / (1 + sp.exp(m)))
 assert sp.limit(lprime, m, sp.oo) == 0 and sp.limit(lprime, m, -sp.oo) == -1
 
@@ -213,7 +225,7 @@ probes = toy_studies.probe_study(
     default_lr,
     probe_every,
 )
-print(text.toy_probe_counts(probes))
+print(theory_text.toy_probe_counts(probes))
 
 # %% [markdown]
 # **Figure: measured against predicted.** Each probe at the default lr, and the agreement per
@@ -241,7 +253,7 @@ run.figure(fig, "margin_growth_measured_vs_predicted")
 # %%
 # NBVAL_IGNORE_OUTPUT
 feedback = toy_studies.feedback_study(base, toy_seeds, default_batch_size, default_lr)
-print(text.feedback_shares(feedback))
+print(theory_text.feedback_shares(feedback))
 
 # %% [markdown]
 # **Figure: the loop over training.** $\gamma$, $(\gamma/\sigma)^2$ and the outliers'
@@ -313,7 +325,7 @@ run.figure(plot_theory.factor_drivers(trained), "gamma_sigma_drivers")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-display(*text.driver_tables(trained))
+display(*theory_text.driver_tables(trained))
 
 # %% [markdown]
 # ## Verdict
@@ -359,4 +371,4 @@ run.save(
 print(f"Theory check ({budget} budget; trained networks on {dataset}, seeds {seeds})")
 claims.show(rows)
 example = derivation.centered_example(ratio_centered)
-print(text.theory_story(rows, ratio, example, probes, feedback, trained))
+print(theory_text.theory_story(rows, ratio, example, probes, feedback, trained))

@@ -93,7 +93,7 @@ run = notebook.start(globals(), "05_mitigation")
 from IPython.display import Markdown, display
 
 from bnpaper import claims, data, frontier, mitigation_claims, mitigation_lira, params
-from bnpaper import plot_mitigation, plots, reduction, selection, text, train, variants
+from bnpaper import mitigation_text, plot_mitigation, plots, reduction, selection, train, variants
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
@@ -146,7 +146,7 @@ selection_runs = selection.train_selection(
 # %%
 choice = selection.select(selection_runs, selection_kinds, selection_seeds, bn, candidates)
 chosen = choice.chosen
-display(Markdown(text.selection_summary(choice, n_val)))
+display(Markdown(mitigation_text.selection_summary(choice, n_val)))
 
 # %% [markdown]
 # ## 2. Evaluation seeds: the chosen setting, the frontier, the alternatives
@@ -201,7 +201,7 @@ run.figure(figure, "memorization_curves")
 
 # %%
 judged_finals = reduction.judged_finals(runs, corruption, seeds, lineup.judged)
-display(Markdown(text.judged_table(judged_finals)))
+display(Markdown(mitigation_text.judged_table(judged_finals)))
 
 # %% [markdown]
 # ## 3. LiRA on notebook 03's pools
@@ -224,7 +224,7 @@ if lira:
 # NBVAL_IGNORE_OUTPUT
 families = {"bn": bn.label, "reg": chosen.label, "none": no_bn.label}
 if lira_comparison:
-    display(Markdown(text.lira_comparison_table(lira_comparison, families)))
+    display(Markdown(mitigation_text.lira_comparison_table(lira_comparison, families)))
     tolerance = claims.acc_tolerance("05")
     figure = plot_mitigation.lira_roc_figure(lira_comparison, families, tolerance)
     run.figure(figure, "lira_roc")
@@ -268,7 +268,7 @@ run.figure(figure, "frontier")
 # its accuracy; the last column says how much accuracy the regularizer lacks there.
 
 # %%
-display(Markdown(text.frontier_tables(frontiers, lira_frontier)))
+display(Markdown(mitigation_text.frontier_tables(frontiers, lira_frontier)))
 
 # %% [markdown]
 # ## Figure 3: gamma/sigma with and without the chosen setting
@@ -330,6 +330,10 @@ run.save(
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(text.mitigation_header(dataset, budget, arch, noise_frac, n_train, epochs, choice, seeds))
+print(
+    mitigation_text.mitigation_header(
+        dataset, budget, arch, noise_frac, n_train, epochs, choice, seeds
+    )
+)
 claims.show(rows)
-print(text.MITIGATION_PAPER)
+print(mitigation_text.MITIGATION_PAPER)

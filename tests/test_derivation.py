@@ -3,7 +3,7 @@
 import sympy as sp
 import pytest
 
-from bnpaper import claims, stats, text
+from bnpaper import claims, stats, theory_text
 from bnpaper.derivation import (
     a,
     derived_factor,
@@ -103,20 +103,20 @@ def test_derived_factor_is_one_for_the_derivation_and_rejects_a_non_constant_quo
 
 
 def test_latex_writes_ell_prime_as_the_ell_symbol_and_show_displays_each_equation(monkeypatch):
-    tex = text.latex(margin_change("bn"))
+    tex = theory_text.latex(margin_change("bn"))
     assert r"\ell'" in tex and "ell'" not in tex.replace(r"\ell'", "")
-    assert r"\ell'_{1}" in text.latex(gamma_gradient(3)[0])
+    assert r"\ell'_{1}" in theory_text.latex(gamma_gradient(3)[0])
     shown = []
     import IPython.display
 
     monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.data))
-    text.show_math({"a": gamma**2, "b": lp})
-    text.show_math("c", sigma)
+    theory_text.show_math({"a": gamma**2, "b": lp})
+    theory_text.show_math("c", sigma)
     assert shown == ["a = \\gamma^{2}", "b = \\ell'", "c = \\sigma"]
 
 
 def test_term_labels_name_each_parameter_group_in_latex():
-    labels = text.term_labels(full_update_terms("bn"), "BN")
+    labels = theory_text.term_labels(full_update_terms("bn"), "BN")
     assert list(labels) == [
         r"\Delta m_{\text{BN}}[w]",
         r"\Delta m_{\text{BN}}[\gamma]",

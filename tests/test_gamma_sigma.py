@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from bnpaper import claims, gamma_sigma, plot_theory, stats, text
+from bnpaper import claims, gamma_sigma, plot_theory, stats, theory_text
 from bnpaper.models import build_model
 
 
@@ -158,7 +158,7 @@ def test_trained_study_judges_most_channels_over_networks_not_channels():
     assert np.allclose(pooled, 4 / 5)
     e = st.most_channels("lenet")
     assert e.n == 3 and e.value == pytest.approx(0.8)  # n counts networks, not 5 x 3 channels
-    assert "over 3 networks" in text.most_channels_unit(st, e)
+    assert "over 3 networks" in theory_text.most_channels_unit(st, e)
     assert st.most_fields("lenet")["n_channels"] == 5
     assert claims.judge("04.most_channels", e, arch="lenet").verdict == "reproduced"
     one = gamma_sigma.TrainedStudy(st.nets, ["lenet"], [0])  # one network: no interval
@@ -175,10 +175,10 @@ def test_trained_study_says_which_part_drives_each_layer_with_seed_counts():
     assert init[1]["sigma"].value == pytest.approx(2 * np.log(2)) and init[1]["agree"] == 3
     gamma = init[0]["gamma"]
     assert gamma.n == 3 and gamma.lo < gamma.value < gamma.hi
-    table = text.driver_table(st, "init")
+    table = theory_text.driver_table(st, "init")
     assert list(table["driven by"]) == ["gamma", "sigma", "sigma"]
     assert list(table["seeds agreeing"]) == ["3/3"] * 3
-    assert len(text.driver_tables(st)) == 2
+    assert len(theory_text.driver_tables(st)) == 2
 
 
 def test_trained_study_gamma_ratio_and_story_say_when_outliers_do_not_raise_gamma():
@@ -189,12 +189,12 @@ def test_trained_study_gamma_ratio_and_story_say_when_outliers_do_not_raise_gamm
     assert claims.judge("04.gamma_noisy_vs_clean", est, arch="lenet").verdict == "not reproduced"
     f = st.gamma_fields("lenet")
     assert f["factor_ratio_from_gamma"] == pytest.approx(0.81) and f["driver"] == "gamma"
-    story = text.trained_story(st)
+    story = theory_text.trained_story(st)
     assert "(lower with flipped labels)" in story
     assert "against the paper's positive-feedback loop" in story
     assert "sigma drives the change in 1 of them" in story
     assert "rises in 2 and falls in 0 of 2 BN layers" in story
-    higher = text.trained_story(_study(gamma_clean=1.2)).split("\n")[1]
+    higher = theory_text.trained_story(_study(gamma_clean=1.2)).split("\n")[1]
     assert "(higher with flipped labels)" in higher and "against" not in higher
     assert set(st.summary()["lenet"]) >= {
         "layers",

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 from bnpaper import frontier, mitigation, mitigation_lira, plot_memorization, plot_mitigation
-from bnpaper import mia, params, reduction, selection, text, variants
+from bnpaper import mia, mitigation_text, params, reduction, selection, text, variants
 from bnpaper.config import ConfigError
 from bnpaper.data import make_split, Dataset
 from bnpaper.models import build_model
@@ -632,7 +632,9 @@ def test_tables_put_labels_intervals_and_clean_accuracy_in_the_rows():
         b.name: {"val_cost": 0.02, "reduction": 0.9},
     }
     rule = {"rule": "r", "max_val_cost": 0.01}
-    sel = text.selection_table(selection.Selection(rule, scores, (a, b), a, (0,), ("flip",)))
+    sel = mitigation_text.selection_table(
+        selection.Selection(rule, scores, (a, b), a, (0,), ("flip",))
+    )
     assert sel.splitlines()[2] == f"| {a.label} | 0.004 | 0.500 | yes | **chosen** |"
     assert sel.splitlines()[3] == f"| {b.label} | 0.020 | 0.900 | no |  |"
     front = {"rows": ["BN"], "acc": np.array([[0.8], [0.9]]), "mem": np.array([[0.5], [0.5]])}
@@ -646,7 +648,7 @@ def test_tables_put_labels_intervals_and_clean_accuracy_in_the_rows():
             "gap": np.array([0.05, -0.05]),
         }
     }
-    t = text.frontier_table({"flip": front}, {"flip": alts}, {"flip": cmp}).splitlines()
+    t = mitigation_text.frontier_table({"flip": front}, {"flip": alts}, {"flip": cmp}).splitlines()
     from bnpaper import stats
 
     e = stats.t_mean([0.8, 0.9])
@@ -828,7 +830,7 @@ def test_lira_reading_calls_a_lower_auc_at_lower_accuracy_no_privacy_win():
             "bn": {"all": {"auc": 0.77}, "shadow_test_acc": 0.75},
             "reg": {"all": {"auc": 0.50}, "shadow_test_acc": acc_reg},
         }
-        return text.lira_reading(
+        return mitigation_text.lira_reading(
             mitigation_lira.LiraComparison({}, np.zeros((1, 1)), s, {"all": delta}, {}),
             "bn",
             "reg",
@@ -968,7 +970,7 @@ def test_rare_reduction_row_judges_the_gap_with_the_cost_and_held_out_accuracy_b
     assert "share of BN's final memorization (trained minus held-out accuracy" in line
     assert "-> inconclusive (the mitigation costs 0.050 > 0.01" in line
     finals = reduction.judged_finals(runs, ["rare"], [0, 1, 2], [bn, nobn])
-    t = text.judged_table(finals).splitlines()
+    t = mitigation_text.judged_table(finals).splitlines()
     assert t[2].startswith("| rare | BN | 0.300 [") and "| 0.950 | 0.650 | 0.850 [" in t[2]
 
 
@@ -1155,7 +1157,7 @@ def test_select_applies_the_written_rule_and_stores_what_results_json_held():
     assert choice.chosen == a and choice.max_cost == 0.01 and choice.kinds == ("flip",)
     assert list(choice.as_dict()) == ["rule", "scores", "chosen", "seeds"]
     assert choice.as_dict()["chosen"] == a.name and choice.as_dict()["seeds"] == [5, 6]
-    assert "**Chosen: " + a.label in text.selection_summary(choice, 100)
+    assert "**Chosen: " + a.label in mitigation_text.selection_summary(choice, 100)
 
 
 def test_verdict_rows_gather_every_claim_of_05_in_order_with_dataset_and_budget_once():

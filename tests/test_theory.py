@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from bnpaper import claims, derivation, gamma_sigma, plot_theory, stats, text, theory, toy
+from bnpaper import claims, derivation, gamma_sigma, plot_theory, stats, theory, theory_text, toy
 from bnpaper import toy_studies
 from bnpaper.models import build_model
 
@@ -94,7 +94,7 @@ def test_verdict_rows_judge_every_claim_once_with_dataset_and_budget(probes, fee
     assert rows[3].fields["requires_verdict"] == rows[2].verdict
     assert rows[5].fields["clean_test_acc"] == {"bn": 0.5, "bn_clean_labels": 0.5}
     ratio = derivation.growth_ratio(centered=True)
-    story = text.theory_story(
+    story = theory_text.theory_story(
         rows, "gamma**2/sigma**2", derivation.centered_example(ratio), probes, feedback, networks
     )
     assert "Derived ratio" in story and f"({rows[2].verdict})" in story and "lenet:" in story

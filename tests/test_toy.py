@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bnpaper import text, toy, toy_studies
+from bnpaper import theory_text, toy, toy_studies
 
 
 def test_probe_matches_exact_first_order_prediction_at_tiny_step():
@@ -117,7 +117,7 @@ def test_tiny_step_probes_match_the_full_first_order_prediction(probes):
 def test_probe_study_row_fields_and_summary_carry_the_counts(probes):
     f = probes.row_fields()
     assert f["n_runs"] == 4 and f["n_probes"] == probes.n_probes
-    assert f"{probes.n_bad} of {probes.n_probes} probes" in text.probe_unit(probes)
+    assert f"{probes.n_bad} of {probes.n_probes} probes" in theory_text.probe_unit(probes)
     s = probes.summary()
     assert s["ratio_estimator_mean_over_runs"] == probes.agreement.as_dict()
     assert set(s["run_ratios"]) == {
@@ -126,7 +126,7 @@ def test_probe_study_row_fields_and_summary_carry_the_counts(probes):
         "w_scale=3, seed=0",
         "w_scale=3, seed=1",
     }
-    assert f"over {probes.n_runs_grid} runs" in text.toy_probe_counts(probes)
+    assert f"over {probes.n_runs_grid} runs" in theory_text.toy_probe_counts(probes)
 
 
 def test_feedback_factor_gap_splits_exactly_into_gamma_and_sigma_parts(feedback):
@@ -142,7 +142,7 @@ def test_feedback_factor_gap_splits_exactly_into_gamma_and_sigma_parts(feedback)
     assert all(0 <= a <= 1 for a in fb.test_acc.values())
     final = fb.arr("bn", "gamma")[:, -1] - fb.arr("bn_clean", "gamma")[:, -1]
     assert fb.gap_gamma.value == pytest.approx(final.mean()) and fb.gap_gamma.n == 3
-    assert set(text.feedback_notes(fb)) == {"gamma", "factor", "start"}
+    assert set(theory_text.feedback_notes(fb)) == {"gamma", "factor", "start"}
 
 
 class _Driven:
@@ -157,7 +157,7 @@ class _Driven:
 
 def test_feedback_story_says_plainly_when_the_loop_fails(feedback):
     fb = _Driven(feedback, "sigma")
-    story = text.feedback_story(fb, "inconclusive")
+    story = theory_text.feedback_story(fb, "inconclusive")
     lower = feedback.gap_gamma.hi < 0
     assert (
         "Gamma is lower with the outliers"
@@ -167,6 +167,6 @@ def test_feedback_story_says_plainly_when_the_loop_fails(feedback):
     assert "driven by the batch sigma falling, not by gamma" in story
     assert "does not hold in this toy" in story
     fb = _Driven(feedback, "gamma")
-    assert "Consistent with the paper's loop" in text.feedback_story(fb, "reproduced")
+    assert "Consistent with the paper's loop" in theory_text.feedback_story(fb, "reproduced")
     end = "does not hold" if lower else "is not supported"
-    assert end in text.feedback_story(fb, "not reproduced")
+    assert end in theory_text.feedback_story(fb, "not reproduced")
