@@ -4,7 +4,8 @@ Privacy Risks" (Doan, Gu, Alouani, 2026).
 Compute modules take and return tensors or frozen dataclasses; notebooks compose them; `plots`
 and the `plot_*` modules draw; `text`, `theory_text` and `mitigation_text` write the sentences
 and tables; `store` persists; `units` builds every cached unit; `declarations` declares and
-`params` resolves every notebook's parameters; `claims` judges. The package map, one line per module: docs/layout.md.
+`params` resolves every notebook's parameters; `claims` judges. The package map, one line per
+module: docs/layout.md.
 
 A unit's cache key holds the source of the modules its computation imports (`closure`). The
 package's files are read once per process, when `closure` is first imported, which is here, at
