@@ -118,8 +118,9 @@ def group_ratio_panels(
 
 
 # ---------------------------------------------------------------- notebook 02's figures
-# `medians` arguments: {probe definition: {norm: probes.Medians}} (runs x probe epochs arrays);
-# `names`: {norm: legend label}; `bars`: the legend title saying what markers and bars are.
+# `medians` arguments: {probe definition: {norm: grad_analysis.Medians}} (runs x probe epochs
+# arrays); `names`: {norm: legend label}; `bars`: the legend title saying what markers and bars
+# are.
 def histogram_figure(pooled: dict, names: dict, title: str) -> plt.Figure:
     """A row per model and a column per probe epoch of log10 norm histograms, noisy against
     clean; pooled {(norm, epoch): (log10 norms, noisy mask)}, rows and columns in order."""

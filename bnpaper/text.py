@@ -156,8 +156,8 @@ def probe_counts(noisy: list[int], clean: list[int]) -> str:
 
 
 def gradient_reading(summary: dict, acc: dict, mem: dict) -> list[str]:
-    """Notebook 02's reading lines from `probes.summary` and the final clean test accuracy and
-    memorization per norm: each model's noisy/clean ratio, its ratio per parameter group, and
+    """Notebook 02's reading lines from `grad_analysis.summary` and the final clean test accuracy
+    and memorization per norm: each model's noisy/clean ratio, its ratio per parameter group, and
     how far holding the batch statistics fixed moves the norms (BN-like models)."""
     from .plots import label
 

@@ -78,7 +78,7 @@ run = notebook.start(globals(), "02_gradient_dynamics")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from bnpaper import claims, data, plot_gradients, plots, probes, text, train, units
+from bnpaper import claims, data, grad_analysis, plot_gradients, plots, probes, text, train, units
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
@@ -134,10 +134,12 @@ print(f"{len(seeds) * len(norms)} models ready")
 # each model's final clean test accuracy.
 
 # %%
-probed = probes.probed_epochs(histories[norms[0]][0])
-medians = {mode: {n: probes.medians(histories[n], mode) for n in norms} for mode in probes.MODES}
-acc = probes.final(histories, "test_acc")  # clean test accuracy
-memorized = probes.final(histories, "noisy_acc")  # final memorization
+probed = grad_analysis.probed_epochs(histories[norms[0]][0])
+medians = {
+    mode: {n: grad_analysis.medians(histories[n], mode) for n in norms} for mode in probes.MODES
+}
+acc = grad_analysis.final(histories, "test_acc")  # clean test accuracy
+memorized = grad_analysis.final(histories, "noisy_acc")  # final memorization
 names = text.accuracy_legends(acc)
 bars = f"mean over {len(seeds)} seeds; bars: range over seeds"
 
@@ -148,7 +150,9 @@ bars = f"mean over {len(seeds)} seeds; bars: range over seeds"
 
 # %%
 shown = [probed[0], probed[len(probed) // 2], probed[-1]]
-pooled = {(n, e): probes.pooled_log10(histories[n], e, "batch") for n in norms for e in shown}
+pooled = {
+    (n, e): grad_analysis.pooled_log10(histories[n], e, "batch") for n in norms for e in shown
+}
 title = f"{text.PROBE_MODES['batch']}, {len(seeds)} seeds pooled"
 run.figure(plot_gradients.histogram_figure(pooled, names, title), "norm_histograms")
 
@@ -160,7 +164,7 @@ run.figure(plot_gradients.histogram_figure(pooled, names, title), "norm_histogra
 # %%
 titles = {}
 for mode in ("batch", "eval"):
-    counts = text.probe_counts(*probes.sample_counts(histories[norms[0]], mode))
+    counts = text.probe_counts(*grad_analysis.sample_counts(histories[norms[0]], mode))
     titles[mode] = f"{text.PROBE_MODES[mode]}\nmedians of {counts} samples per seed"
 fig = plot_gradients.median_figure(probed, medians, names, titles, bars)
 run.figure(fig, "median_norms")
@@ -187,8 +191,8 @@ run.figure(fig, "noisy_clean_ratio")
 
 # %%
 bn_like = [n for n in norms if n in ("bn", "bn_noaffine")]
-fixed = {n: probes.fixed_over_batch(histories[n]) for n in bn_like}
-counts = text.probe_counts(*probes.sample_counts(histories["bn"], "batch"))
+fixed = {n: grad_analysis.fixed_over_batch(histories[n]) for n in bn_like}
+counts = text.probe_counts(*grad_analysis.sample_counts(histories["bn"], "batch"))
 fig = plot_gradients.fixed_statistics_figure(
     probed, fixed, medians, names, text.PROBE_MODES, f"per sample ({counts} per seed)", bars
 )
@@ -203,7 +207,9 @@ run.figure(fig, "fixed_statistics")
 
 # %%
 ratios = {
-    names[n]: {g: probes.group_ratio(histories[n], g) for g in probes.groups(histories[n][0])}
+    names[n]: {
+        g: grad_analysis.group_ratio(histories[n], g) for g in grad_analysis.groups(histories[n][0])
+    }
     for n in norms
 }
 ylabel = f"median noisy / median clean norm\n{text.PROBE_MODES['batch']}"
@@ -223,7 +229,7 @@ run.figure(fig, "groups_noisy_clean_ratio")
 # medians are in Figure 2 and in the results JSON).
 
 # %%
-rows = probes.verdict_rows(histories, dataset=dataset, budget=budget, corruption=corruption)
+rows = grad_analysis.verdict_rows(histories, dataset=dataset, budget=budget, corruption=corruption)
 rows = claims.holm(rows)  # Holm's correction within each family of this run's rows
 
 # %% [markdown]
@@ -231,7 +237,7 @@ rows = claims.holm(rows)  # Holm's correction within each family of this run's r
 # parameter group, medians, shares), the final memorization and the key figures.
 
 # %%
-summary = probes.summary(histories)
+summary = grad_analysis.summary(histories)
 run.save(
     {
         "claims": rows,

@@ -84,18 +84,8 @@ run = notebook.start(globals(), "04_theory")  # noqa: E702
 import sympy as sp
 from IPython.display import display
 
-from bnpaper import (
-    claims,
-    data,
-    derivation,
-    gamma_sigma,
-    plot_theory,
-    plots,
-    theory,
-    theory_text,
-    toy,
-)
-from bnpaper import toy_studies, train
+from bnpaper import claims, data, derivation, gamma_sigma, plot_theory, plots
+from bnpaper import theory, theory_text, toy, toy_studies, train
 from bnpaper.derivation import a, beta, ell, equal, eta, gamma, lp, sigma, sq_norm, w, x, xbar
 
 plots.use_style()

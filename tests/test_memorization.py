@@ -1,12 +1,11 @@
 """Notebook 01's and 03's measurements: crossings, memorization of rare samples, verdict signs."""
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from bnpaper import claims, exposure, memorization as M, shadow, text
+from bnpaper import claims, memorization as M, text
 from bnpaper.stats import Estimate
 
 
@@ -86,27 +85,6 @@ def test_a_no_bn_run_that_never_reaches_the_level_counts_at_the_last_epoch_but_b
     }
     back = M.verdict_rows(M.Runs(swapped, seeds), ["flip"], ["bn", "none"], 0.8)[0]
     assert np.isnan(back.measured) and back.verdict == "inconclusive"  # BN censored: no estimate
-
-
-def test_rare_exposure_measures_the_rare_members_apart_from_the_rest():
-    m, n = 8, 40
-    keep = shadow.keep_matrix(m, n, seed=0)
-    rare = np.zeros(n, bool)
-    rare[:10] = True
-    rng = np.random.default_rng(0)
-
-    def pool(sep):  # phi: members of the rare class stand out by `sep` when IN, the rest do not
-        phi = rng.normal(0, 1, (m, n, 1)) + sep * (keep & rare)[..., None]
-        return SimpleNamespace(
-            phi=phi, keep=keep, correct=keep | ~rare, test_acc=np.full(m, 0.8), gap=np.full(m, 0.1)
-        )
-
-    pools = {(0, "bn"): pool(6.0), (0, "none"): pool(0.0)}
-    rx = exposure.rare_exposure(pools, {0: rare}, ["bn", "none"], [0], sigma_floor=1e-3, n_boot=50)
-    assert rx["auc"]["bn"]["rare"].value > 0.85 and abs(rx["auc"]["none"]["rare"].value - 0.5) < 0.2
-    assert rx["delta"]["rare"].value > 30 and abs(rx["delta"]["common"].value) < 15  # AUC points
-    assert rx["mem"]["bn"]["rare"] == pytest.approx(1.0) and rx["mem"]["bn"]["common"] == 0.0
-    assert rx["n"] == {"all": 40, "rare": 10, "common": 30}
 
 
 def _control_row(control: str, corr: str, verdict: str) -> claims.Verdict:

@@ -88,7 +88,7 @@ def test_saving_records_each_figures_audit(monkeypatch, tmp_path):
 
 
 def _medians(scale: float):
-    from bnpaper.probes import Medians
+    from bnpaper.grad_analysis import Medians
 
     noisy = scale * np.array([[1.0, 2.0, 4.0], [1.5, 2.5, 5.0]])
     return Medians(noisy, np.ones((2, 3)), noisy / (noisy + 9))

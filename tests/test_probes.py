@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from bnpaper import data, grads, probes, stats, text, train, units
+from bnpaper import data, grad_analysis, grads, probes, stats, text, train, units
 from bnpaper.models import build_model
 
 
@@ -99,41 +99,47 @@ def _history(noisy_scale, epochs=(0, 1, 3)):
 
 def test_medians_ratio_and_share_of_known_records():
     hs = [_history(2.0), _history(4.0)]
-    m = probes.medians(hs, "batch")
+    m = grad_analysis.medians(hs, "batch")
     assert m.noisy.shape == m.clean.shape == m.share.shape == (2, 3)
     np.testing.assert_allclose(m.clean, 2.0)
     np.testing.assert_allclose(m.ratio, [[2, 4, 8], [4, 8, 16]])
     np.testing.assert_allclose(m.share, m.ratio / (m.ratio + 1))  # sums scale like the medians
-    np.testing.assert_allclose(probes.medians(hs, "batch_fixed").ratio, m.ratio)
+    np.testing.assert_allclose(grad_analysis.medians(hs, "batch_fixed").ratio, m.ratio)
     with pytest.raises(ValueError, match="mode"):
-        probes.medians(hs, "train")
+        grad_analysis.medians(hs, "train")
 
 
 def test_groups_fixed_over_batch_and_after_init():
     hs = [_history(2.0), _history(4.0)]
-    ep = probes.probed_epochs(hs[0])
-    assert ep.tolist() == [0, 1, 3] and probes.groups(hs[0]) == ["weight", "gamma"]
-    np.testing.assert_allclose(probes.group_ratio(hs, "weight"), probes.medians(hs).ratio)
-    np.testing.assert_allclose(probes.group_ratio(hs, "gamma"), probes.medians(hs).ratio ** 2)
-    noisy, clean = probes.fixed_over_batch(hs)
+    ep = grad_analysis.probed_epochs(hs[0])
+    assert ep.tolist() == [0, 1, 3] and grad_analysis.groups(hs[0]) == ["weight", "gamma"]
+    np.testing.assert_allclose(
+        grad_analysis.group_ratio(hs, "weight"), grad_analysis.medians(hs).ratio
+    )
+    np.testing.assert_allclose(
+        grad_analysis.group_ratio(hs, "gamma"), grad_analysis.medians(hs).ratio ** 2
+    )
+    noisy, clean = grad_analysis.fixed_over_batch(hs)
     np.testing.assert_allclose(noisy, 2.0)
     np.testing.assert_allclose(clean, 2.0)
-    np.testing.assert_allclose(probes.after_init(probes.medians(hs).ratio, ep), [6.0, 12.0])
+    np.testing.assert_allclose(
+        grad_analysis.after_init(grad_analysis.medians(hs).ratio, ep), [6.0, 12.0]
+    )
     with pytest.raises(ValueError, match="after initialization"):
-        probes.after_init(np.ones((2, 1)), [0])
+        grad_analysis.after_init(np.ones((2, 1)), [0])
 
 
 def test_pooled_log10_pools_runs_at_one_epoch():
-    lv, k = probes.pooled_log10([_history(2.0), _history(4.0)], 1)
+    lv, k = grad_analysis.pooled_log10([_history(2.0), _history(4.0)], 1)
     assert lv.shape == k.shape == (12,) and k.sum() == 6
     np.testing.assert_allclose(10 ** lv[:3], [4.0, 8.0, 12.0])
     with pytest.raises(ValueError, match="probe epoch"):
-        probes.pooled_log10([_history(2.0)], 2)
+        grad_analysis.pooled_log10([_history(2.0)], 2)
 
 
 def test_probe_counts_say_how_many_samples_each_median_is_over():
     h = _history(2.0)
-    assert text.probe_counts(*probes.sample_counts([h, _history(4.0)])) == "3 noisy, 3 clean"
+    assert text.probe_counts(*grad_analysis.sample_counts([h, _history(4.0)])) == "3 noisy, 3 clean"
     fewer = {
         **h,
         "grads": [
@@ -141,7 +147,7 @@ def test_probe_counts_say_how_many_samples_each_median_is_over():
             for r in h["grads"]
         ],
     }
-    assert probes.sample_counts([h, fewer], "batch") == ([3, 2], [3, 3])
+    assert grad_analysis.sample_counts([h, fewer], "batch") == ([3, 2], [3, 3])
     assert text.probe_counts([3, 2], [3, 3]) == "2-3 noisy, 3 clean"
 
 
@@ -150,10 +156,12 @@ def test_verdict_rows_judge_the_after_init_ratio_and_the_paired_gap():
     for n, runs in hs.items():
         for h, acc in zip(runs, (0.8, 0.9)):
             h["test_acc"] = [0.1, 0.5, 0.7, acc]
-    rows = probes.verdict_rows(hs, dataset="toy", budget="ci", corruption="flip")
+    rows = grad_analysis.verdict_rows(hs, dataset="toy", budget="ci", corruption="flip")
     assert [r.id for r in rows] == ["02.noisy_vs_clean", "02.bn_vs_none"]
-    ep = probes.probed_epochs(hs["bn"][0])
-    per_seed = {n: probes.after_init(probes.medians(h).ratio, ep) for n, h in hs.items()}
+    ep = grad_analysis.probed_epochs(hs["bn"][0])
+    per_seed = {
+        n: grad_analysis.after_init(grad_analysis.medians(h).ratio, ep) for n, h in hs.items()
+    }
     assert rows[0].measured == pytest.approx(np.mean(per_seed["bn"]))
     assert rows[1].measured == pytest.approx(np.mean(per_seed["bn"] - per_seed["none"]))
     assert rows[0].fields["clean_test_acc"] == pytest.approx({"bn": 0.85, "none": 0.85})
@@ -162,9 +170,11 @@ def test_verdict_rows_judge_the_after_init_ratio_and_the_paired_gap():
 
 def test_summary_agrees_with_the_verdict_statistic():
     hs = {"bn": [_history(2.0), _history(4.0)], "none": [_history(1.0), _history(1.5)]}
-    s = probes.summary(hs)
-    ep = probes.probed_epochs(hs["bn"][0])
-    want = stats.t_mean(probes.after_init(probes.medians(hs["bn"]).ratio, ep)).as_dict()
+    s = grad_analysis.summary(hs)
+    ep = grad_analysis.probed_epochs(hs["bn"][0])
+    want = stats.t_mean(
+        grad_analysis.after_init(grad_analysis.medians(hs["bn"]).ratio, ep)
+    ).as_dict()
     assert s["ratio"]["bn"] == want and s["ratio_eval"]["bn"] == want
     assert set(s["fixed_over_batch_median"]) == {"bn"}
     assert s["fixed_over_batch_median"]["bn"] == {"noisy": 2.0, "clean": 2.0}
