@@ -14,6 +14,15 @@ if TYPE_CHECKING:
     from .size_trend import SizeSweep
 
 
+def paper_band(ax: plt.Axes, paper_range: tuple[float, float] | None, note: str = "") -> None:
+    """The paper's overall magnitude as a grey band (nothing when it gives none)."""
+    if paper_range is None:
+        return
+    lo, hi = paper_range
+    words = f"paper: overall {lo:g}-{hi:g} points{note}"
+    ax.axhspan(lo, hi, color="grey", alpha=0.15, lw=0, label=words)
+
+
 def delta_auc_points(
     ax: plt.Axes,
     mixes: Sequence[float],
@@ -26,14 +35,7 @@ def delta_auc_points(
     """BN - no-BN AUC points with intervals per outlier mix, all examples and outliers only.
     minimums {mix: the paper's 'at least' (all examples) or None}; paper_range: the paper's
     overall magnitude (all examples); acc {mix: {norm: clean test accuracy}} under each mix."""
-    if paper_range is not None:
-        ax.axhspan(
-            *paper_range,
-            color="grey",
-            alpha=0.15,
-            lw=0,
-            label=f"paper: overall {paper_range[0]:g}-{paper_range[1]:g} points (all examples)",
-        )
+    paper_band(ax, paper_range, " (all examples)")
     for j, (group, col) in enumerate((("all", "#1f77b4"), ("outliers", "#ff7f0e"))):
         pts = [
             (i + 0.15 * (2 * j - 1), deltas[m, group])
@@ -208,14 +210,7 @@ def size_sweep_figure(
 
     fig, (ax, bx) = panels(2, 4.9, 3.9)
     sizes, d, trend = sw.sizes, sw.delta, sw.trend
-    if paper_range is not None:
-        ax.axhspan(
-            *paper_range,
-            color="grey",
-            alpha=0.15,
-            lw=0,
-            label=f"paper: overall {paper_range[0]:g}-{paper_range[1]:g} points",
-        )
+    paper_band(ax, paper_range)
     ax.errorbar(
         sizes,
         [d[n].value for n in sizes],
