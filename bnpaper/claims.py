@@ -108,12 +108,13 @@ def claim(claim_id: str) -> dict:
     return claims[claim_id]
 
 
-def setting(name: str, section: str) -> Any:
-    """A notebook's entry of the claims file's `settings` (e.g. `selection`, "05")."""
+def setting(name: str, section: str | None = None) -> Any:
+    """An entry of the claims file's `settings`: a notebook's (e.g. `selection`, "05"), or the
+    whole entry without `section` (e.g. `lr_selection`)."""
     settings = _load()["settings"]
-    if name not in settings or section not in settings[name]:
+    if name not in settings or (section is not None and section not in settings[name]):
         raise KeyError(f"no setting {name!r} for {section!r} in {CLAIMS_FILE.name}")
-    return settings[name][section]
+    return settings[name] if section is None else settings[name][section]
 
 
 def acc_tolerance(section: str) -> float:

@@ -1,0 +1,163 @@
+"""The learning rate of each norm's recipe, chosen in advance on a grid by validation accuracy.
+
+Every (architecture, norm) trains on clean data at each learning rate of a grid (`lr_grid`,
+checked by `check_grid`: at least `min_points` values spanning at least `min_decades` decades)
+and is scored on held-out validation images; `choose_lr` applies the rule written in
+claims.yaml (`settings.lr_selection`): the largest mean validation accuracy over seeds, ties to
+the smallest learning rate, a grid point with a diverged seed (NaN accuracy) never chosen.
+`choose_recipes` does it for every (architecture, norm) and returns one `Recipes` record.
+Compute only: numbers in, frozen dataclasses out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .config import ConfigError, check_number
+
+LR_MAX = 10.0  # the largest learning rate `train.TrainConfig` accepts
+
+
+def lr_rule() -> dict:
+    """The learning-rate selection rule, as written in claims.yaml (`settings.lr_selection`)."""
+    from .claims import setting
+
+    return setting("lr_selection")
+
+
+def check_grid(name: str, lrs: Any) -> tuple[float, ...]:
+    """`lrs`, sorted ascending: at least `min_points` distinct learning rates in (0, LR_MAX]
+    whose largest is at least `min_decades` decades above the smallest (claims.yaml
+    `settings.lr_selection`); else one `ConfigError` naming every way the grid falls short."""
+    rule = lr_rule()
+    points, decades = int(rule["min_points"]), float(rule["min_decades"])
+    if isinstance(lrs, (str, bytes)) or not isinstance(lrs, Sequence):
+        raise ConfigError(f"{name}={lrs!r} must be a list of at least {points} learning rates")
+    for i, lr in enumerate(lrs):
+        check_number(f"{name}[{i}]", lr, 0.0, LR_MAX, lo_open=True)
+    grid = tuple(sorted(float(x) for x in lrs))
+    short = []
+    if len(set(grid)) < points:
+        short.append(f"has {len(set(grid))} distinct values")
+    span = math.log10(grid[-1] / grid[0]) if grid else 0.0
+    if span < decades - 1e-9:  # 1e-9: the rounding of a log-spaced grid's ends
+        short.append(f"spans {span:.3g} decades")
+    if short:
+        raise ConfigError(
+            f"{name}={list(lrs)!r} {' and '.join(short)}; allowed: at least {points} distinct "
+            f"learning rates in (0, {LR_MAX:g}], the largest at least {decades:g} decades "
+            f"({10**decades:.3g} times) above the smallest (claims.yaml settings.lr_selection)"
+        )
+    return grid
+
+
+def lr_grid(center: float, n: int = 5, decades: float = 2.0) -> tuple[float, ...]:
+    """`n` learning rates log-spaced over `decades` decades, `center` their geometric middle
+    (deterministic: the same arguments give the same floats), checked by `check_grid`."""
+    rule = lr_rule()
+    check_number("center", center, 0.0, LR_MAX, lo_open=True)
+    check_number("n", n, int(rule["min_points"]), 1000, integer=True)
+    check_number("decades", decades, float(rule["min_decades"]), 10.0)
+    exponents = np.linspace(-decades / 2, decades / 2, n)
+    return check_grid("lr_grid", [float(center * 10.0**x) for x in exponents])
+
+
+@dataclass(frozen=True)
+class LrChoice:
+    """The learning rate chosen for one (architecture, norm): `grid` ascending, per grid point
+    `mean_val_acc` (mean validation accuracy over `seeds`, NaN where it failed) and `failed`
+    (a seed's training diverged)."""
+
+    arch: str
+    norm: str
+    lr: float
+    grid: tuple[float, ...]
+    mean_val_acc: tuple[float, ...]
+    failed: tuple[bool, ...]
+    seeds: int
+
+    def as_dict(self) -> dict:
+        """The choice as results.json stores it (NaN accuracies as None)."""
+        acc = [None if math.isnan(a) else a for a in self.mean_val_acc]
+        return {
+            "arch": self.arch,
+            "norm": self.norm,
+            "lr": self.lr,
+            "grid": list(self.grid),
+            "mean_val_acc": acc,
+            "failed": list(self.failed),
+            "seeds": self.seeds,
+        }
+
+
+def choose_lr(grid: Sequence[float], val_acc: Any, arch: str = "", norm: str = "") -> LrChoice:
+    """Apply claims.yaml's `settings.lr_selection` rule. `val_acc`: (seeds, grid points) or
+    (grid points,) validation accuracies in [0, 1], in the order of `grid`; NaN or inf marks a
+    seed whose training diverged, which fails its grid point. Raises `ConfigError` when every
+    point failed (the grid has to move)."""
+    rule = lr_rule()
+    lrs = check_grid("grid", grid)
+    acc = np.atleast_2d(np.asarray(val_acc, float))
+    if acc.ndim != 2 or acc.shape[1] != len(grid) or acc.shape[0] < 1:
+        raise ValueError(
+            f"val_acc of shape {np.shape(val_acc)} does not match a grid of {len(grid)} "
+            "learning rates: expected (seeds, grid points) or (grid points,)"
+        )
+    finite = np.isfinite(acc)
+    if np.any((acc[finite] < 0) | (acc[finite] > 1)):
+        raise ValueError(f"validation accuracies must lie in [0, 1], got {acc.tolist()}")
+    order = np.argsort(np.asarray(grid, float), kind="stable")
+    acc, finite = acc[:, order], finite[:, order]
+    failed = ~finite.all(0)
+    mean = np.where(failed, np.nan, np.where(finite, acc, 0.0).mean(0))
+    who = f"arch={arch!r}, norm={norm!r}" if arch or norm else "this grid"
+    if failed.all():
+        raise ConfigError(
+            f"every learning rate of grid={list(lrs)!r} diverged for {who}; allowed: a grid "
+            "with at least one learning rate that trains (move the grid to smaller rates)"
+        )
+    best = np.nanmax(mean)
+    tied = ~failed & (mean >= best - float(rule["tie_tolerance"]))
+    pick = int(np.flatnonzero(tied)[0])  # ascending grid: the smallest tied learning rate
+    return LrChoice(
+        arch=arch,
+        norm=norm,
+        lr=lrs[pick],
+        grid=lrs,
+        mean_val_acc=tuple(float(m) for m in mean),
+        failed=tuple(bool(f) for f in failed),
+        seeds=int(acc.shape[0]),
+    )
+
+
+@dataclass(frozen=True)
+class Recipes:
+    """The chosen learning rate of every (architecture, norm), one `LrChoice` each."""
+
+    choices: tuple[LrChoice, ...]
+
+    def lr(self, arch: str, norm: str) -> float:
+        """The chosen learning rate of (arch, norm)."""
+        for c in self.choices:
+            if (c.arch, c.norm) == (arch, norm):
+                return c.lr
+        known = [(c.arch, c.norm) for c in self.choices]
+        raise KeyError(f"no learning rate chosen for ({arch!r}, {norm!r}); chosen: {known}")
+
+    def as_dict(self) -> dict:
+        """{arch: {norm: choice as a dict}}, as results.json stores it."""
+        out: dict[str, dict] = {}
+        for c in self.choices:
+            out.setdefault(c.arch, {})[c.norm] = c.as_dict()
+        return out
+
+
+def choose_recipes(scores: Mapping[tuple[str, str], tuple[Sequence[float], Any]]) -> Recipes:
+    """`choose_lr` for every (arch, norm) of `scores` {(arch, norm): (grid, val_acc)}."""
+    return Recipes(
+        tuple(choose_lr(grid, acc, arch, norm) for (arch, norm), (grid, acc) in scores.items())
+    )
