@@ -3,8 +3,9 @@
 `judge(claim_id, estimate, ...)` returns one `Verdict`, a row of the "paper says / we measured /
 verdict" table: the verdict follows the claim's test (one entry of `TESTS` per kind), says how
 the magnitude compares with the paper's where the paper gives one, and turns a "reproduced" into
-"inconclusive" when clean accuracy confounds it. `holm` corrects a run's rows for multiple
-testing; `Verdict.line` prints a row, the one way every notebook prints it.
+"inconclusive" when clean accuracy confounds it (`confound:`; at matched fit, `matched_fit`).
+`holm` corrects a run's rows for multiple testing; `Verdict.line` prints a row, the one way
+every notebook prints it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .stats import Estimate
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
 VERDICTS = ("reproduced", "not reproduced", "inconclusive")
+CONFOUNDS = ("bn_vs_other", "cost", "reach", "matched_fit")  # `confound:` of a claim, if any
 
 
 # ---------------------------------------------------------------- the kinds of test
@@ -97,6 +99,10 @@ def _load(path: str = str(CLAIMS_FILE)) -> dict:
             )
         if kind.needs and kind.needs not in c:
             raise ConfigError(f"{path}: claim {cid} (test {c['test']}) needs {kind.needs!r}")
+        if c.get("confound") not in (None, *CONFOUNDS):
+            raise ConfigError(
+                f"{path}: claim {cid} has confound={c['confound']!r}; allowed: {list(CONFOUNDS)}"
+            )
     return doc
 
 
@@ -120,6 +126,13 @@ def setting(name: str, section: str | None = None) -> Any:
 def acc_tolerance(section: str) -> float:
     """The clean-accuracy tolerance of a notebook's verdicts ('01'..'05')."""
     return float(_load()["settings"]["acc_tolerance"][section])
+
+
+def matched_fit_tolerances() -> dict[str, float]:
+    """The largest gaps a matched-fit row allows between the compared models at the reading:
+    {'train_acc': clean training accuracy, 'test_acc': clean test accuracy} (claims.yaml)."""
+    s = _load()["settings"]
+    return {k: float(s[f"{k}_tolerance"]) for k in ("train_acc", "test_acc")}
 
 
 def _min_learned() -> float:
@@ -289,12 +302,48 @@ def show(rows: Iterable[Verdict]) -> None:
         print(row.line())
 
 
+_ROUNDING = 1e-9  # a gap of accuracies equal to a tolerance may exceed it by this much in floats
+_MATCHED = {"train_acc": "clean training accuracy", "test_acc": "clean test accuracy"}
+
+
+def matched_fit(
+    verdict: str,
+    note: str,
+    train_acc_gap: float | None,
+    test_acc_gap: float | None,
+    compared: tuple[str, ...] = ("bn", "none"),
+) -> tuple[str, str]:
+    """The 'matched_fit' confound rule: the verdict and note of a row read at matched fit, given
+    the compared models' gaps (first minus second) at the reading in clean training and clean
+    test accuracy. A gap beyond its tolerance (`matched_fit_tolerances`, either sign), or one
+    not given (None, NaN), is named in the note with its size; it turns a "reproduced" into
+    "inconclusive" and leaves other verdicts as they are."""
+    gaps = {"train_acc": train_acc_gap, "test_acc": test_acc_gap}
+    who = f"{compared[0]} minus {compared[1]}"
+    why = []
+    for key, tol in matched_fit_tolerances().items():
+        gap = gaps[key]
+        if gap is None or not math.isfinite(gap):
+            why.append(f"no {_MATCHED[key]} at the reading to check the {tol:g} tolerance")
+        elif abs(gap) > tol + _ROUNDING:
+            why.append(
+                f"{_MATCHED[key]} at the reading differs ({who} {gap:+.3f}) by "
+                f"{abs(gap) - tol:.2g} more than the {tol:g} tolerance"
+            )
+    if not why:
+        return verdict, note
+    why_text = "not at matched fit: " + "; ".join(why)
+    return ("inconclusive" if verdict == "reproduced" else verdict), _joined(note, why_text)
+
+
 def _confounded(
-    c: dict, verdict: str, note: str, section: str, acc_gap: float | None, compared, fields
+    c: dict, verdict: str, note: str, section: str, acc_gap: float | None, compared, fields, fit
 ) -> tuple[str, str]:
     """The verdict and note once the claim's confound rule (`confound:` in claims.yaml) has
-    been applied to the clean accuracies the row was read beside."""
+    been applied to the clean accuracies the row was read beside (`fit`: the matched-fit gaps)."""
     conf = c.get("confound")
+    if conf == "matched_fit":
+        return matched_fit(verdict, note, *fit, compared)
     tol = acc_tolerance(section)
     if conf == "reach":
         if acc_gap is None or abs(acc_gap) <= tol:
@@ -331,6 +380,9 @@ def judge(
     section: str | None = None,
     acc_gap: float | None = None,
     compared: tuple[str, ...] = ("bn", "none"),
+    *,
+    train_acc_gap: float | None = None,
+    test_acc_gap: float | None = None,
     **fields: Any,
 ) -> Verdict:
     """One verdict row. `acc_gap`: for a 'bn_vs_other' claim, BN's clean test accuracy minus the
@@ -339,12 +391,16 @@ def judge(
     accuracy minus the regularizer's at the point read (either sign beyond the tolerance makes
     the row inconclusive). `compared`: the models of `clean_test_acc` a 'bn_vs_other' row
     compares (default BN and no-BN; a control row names its control): if one of them did not
-    learn (`near_chance`), the row is inconclusive. `fields` (unit, clean_test_acc, dataset, ...)
+    learn (`near_chance`), the row is inconclusive. `train_acc_gap`, `test_acc_gap`: for a
+    'matched_fit' claim (a reading at matched fit), the first compared model's clean training
+    and clean test accuracy at the reading minus the second's (`matched_fit`); other claims
+    ignore them. `fields` (unit, clean_test_acc, dataset, ...)
     are kept in the row; string fields of the claim are formatted with them (e.g. {mix})."""
     c = claim(claim_id)
     section = section or claim_id.split(".")[0]
+    fit = (train_acc_gap, test_acc_gap)
     verdict, note = _confounded(
-        c, test_verdict(c, est), magnitude(c, est), section, acc_gap, compared, fields
+        c, test_verdict(c, est), magnitude(c, est), section, acc_gap, compared, fields, fit
     )
     fmt = {k: v for k, v in fields.items() if isinstance(v, (str, int, float))}
     return Verdict(

@@ -218,3 +218,79 @@ def test_exploratory_rows_are_a_family_of_their_own():
     assert [r.family_size for r in rows] == [2, 2, 1]
     assert rows[2].p_holm == pytest.approx(0.02) and rows[2].verdict == "reproduced"
     assert rows[1].verdict == "reproduced"  # 2 * 0.01, then max(0.02, 0.012) < 0.025
+
+
+# ---------------------------------------------------------------- the matched-fit confound
+def _matched(verdict="reproduced", train=0.0, test=0.0):
+    return claims.matched_fit(verdict, "", train, test)
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_matched_fit_passes_gaps_of_exactly_one_training_and_two_test_points_either_sign(sign):
+    assert claims.matched_fit_tolerances() == {"train_acc": 0.01, "test_acc": 0.02}
+    assert _matched(train=sign * 0.01, test=sign * 0.02) == ("reproduced", "")
+    # a gap computed from accuracies exceeds its decimal value by a rounding error: still equal
+    assert 0.96 - 0.95 > 0.01 and 0.93 - 0.91 > 0.02
+    assert _matched(train=sign * (0.96 - 0.95), test=sign * (0.93 - 0.91)) == ("reproduced", "")
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_matched_fit_fails_a_training_gap_of_one_point_and_epsilon_and_says_by_how_much(sign):
+    verdict, note = _matched(train=sign * (0.01 + 1e-6), test=0.0)
+    assert verdict == "inconclusive"
+    assert note == (
+        f"not at matched fit: clean training accuracy at the reading differs (bn minus none "
+        f"{sign * 0.010:+.3f}) by 1e-06 more than the 0.01 tolerance"
+    )
+    assert "clean test accuracy" not in note
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_matched_fit_fails_a_test_gap_alone_and_names_only_the_test_tolerance(sign):
+    verdict, note = _matched(train=0.0, test=sign * 0.035)
+    assert verdict == "inconclusive"
+    assert (
+        "clean test accuracy at the reading differs" in note
+        and "by 0.015 more than the 0.02" in note
+    )
+    assert "clean training accuracy" not in note
+
+
+def test_matched_fit_names_both_tolerances_when_both_fail_and_keeps_other_verdicts():
+    verdict, note = claims.matched_fit("not reproduced", "smaller than the paper's 3-5", 0.05, -0.1)
+    assert verdict == "not reproduced"  # only a "reproduced" needs matched fit to stand
+    assert note.startswith("smaller than the paper's 3-5; not at matched fit: clean training")
+    assert (
+        "(bn minus none +0.050) by 0.04 more" in note and "(bn minus none -0.100) by 0.08" in note
+    )
+
+
+@pytest.mark.parametrize("train,test", [(None, 0.0), (0.0, math.nan)])
+def test_matched_fit_without_the_accuracies_to_check_is_inconclusive(train, test):
+    verdict, note = _matched(train=train, test=test)
+    assert verdict == "inconclusive" and "no clean " in note and "to check the" in note
+
+
+def test_judge_applies_the_matched_fit_rule_only_to_matched_fit_claims(monkeypatch):
+    est = E(0.3, 0.2, 0.4)
+    # an existing claim ignores the new gaps: its behaviour is unchanged
+    row = claims.judge("01.final.flip", est, acc_gap=0.0, train_acc_gap=0.5, test_acc_gap=0.5)
+    assert row["verdict"] == "reproduced"
+    fake = dict(claims.claim("01.final.flip"), confound="matched_fit")
+    monkeypatch.setattr(claims, "claim", lambda cid: fake)
+    ok = claims.judge("01.x", est, train_acc_gap=-0.01, test_acc_gap=0.02)
+    bad = claims.judge("01.x", est, compared=("gn", "none"), train_acc_gap=0.0, test_acc_gap=0.03)
+    assert ok["verdict"] == "reproduced" and bad["verdict"] == "inconclusive"
+    assert "clean test accuracy at the reading differs (gn minus none +0.030)" in bad["magnitude"]
+
+
+def test_an_unknown_confound_kind_in_the_claims_file_is_refused(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text(
+        "settings: {}\nclaims:\n  a:\n    test: direction\n    min_effect: 0.1\n"
+        "    confound: matched_fits\n"
+    )
+    with pytest.raises(
+        claims.ConfigError, match="confound='matched_fits'; allowed: .*'matched_fit'"
+    ):
+        claims._load(str(path))
