@@ -178,6 +178,21 @@ class Comparison:
             for side, r in (("a", self.a), ("b", self.b))
         }
 
+    def as_dict(self) -> dict:
+        """The row's numbers as results.json stores them (the estimate, seeds read, censored
+        runs, accuracy gaps and both models' accuracies at the reading)."""
+        return {
+            "at": self.at,
+            "estimate": self.estimate.as_dict(),
+            "seeds": self.seeds,
+            "reached": [self.a.reached, self.b.reached],
+            "reached_both": self.reached_both,
+            "censored": list(self.censored),
+            "train_acc_gap": self.train_acc_gap,
+            "test_acc_gap": self.test_acc_gap,
+            "accuracies": self.accuracies,
+        }
+
 
 def compare(a: Reading, b: Reading, at: float | str) -> Comparison:
     """a minus b paired over the seeds read in both (Student t, as `memorization.paired`); no

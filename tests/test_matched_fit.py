@@ -88,6 +88,8 @@ def test_censored_seeds_leave_the_estimate_to_the_rest_and_fewer_than_two_give_n
     b[1] = _run([0.5, 0.94], [0, 0.1])
     row = MF.level_rows(a, b, [0.95])[0]
     assert row.reached_both == 1 and row.estimate.n == 1
+    saved = row.as_dict()
+    assert saved["reached"] == [3, 1] and saved["censored"] == [0, 2] and saved["at"] == 0.95
     assert all(math.isnan(x) for x in (row.estimate.value, row.estimate.lo, row.estimate.hi))
     # n/a: no interval, so the verdict is inconclusive whatever the claim's test
     verdict = claims.judge("01.typical.cost", row.estimate, clean_level="95%", subset="s")
