@@ -20,6 +20,7 @@ from .models import ARCHS, NORMS, build_model
 from .train import TrainConfig, TrainResult, fit
 from .mitigation import GammaSigmaProjection, GammaSigmaRegularizer
 from . import (
+    claim_tests,
     claims,
     data,
     datasets,
@@ -32,6 +33,8 @@ from . import (
     grad_rules,
     grads,
     lenet_grads,
+    lr_choice,
+    matched_fit,
     memorization,
     mia,
     mitigation,
@@ -86,6 +89,7 @@ __all__ = [
     "GammaSigmaRegularizer",
     "GammaSigmaProjection",
     "closure",
+    "claim_tests",
     "claims",
     "data",
     "datasets",
@@ -98,6 +102,8 @@ __all__ = [
     "grad_rules",
     "grads",
     "lenet_grads",
+    "lr_choice",
+    "matched_fit",
     "memorization",
     "mia",
     "mitigation",

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from bnpaper import claims
+from bnpaper import claim_tests, claims
 from bnpaper.stats import Estimate
 
 INF = math.inf
@@ -146,7 +146,7 @@ def test_most_means_the_whole_interval_above_one_half(est, verdict):
 def test_every_claim_in_the_file_has_what_its_test_needs():
     doc = claims._load()
     for cid in doc["claims"]:
-        assert claims.claim(cid)["test"] in claims.TESTS
+        assert claims.claim(cid)["test"] in claim_tests.TESTS
     assert set(doc["settings"]["acc_tolerance"]) == {"01", "02", "03", "04", "05"}
 
 
