@@ -1,5 +1,5 @@
 """The packed trainer of LeNet jobs: each member equals its `train.fit` twin (weights and
-history), stops at fit, keeps logits at checkpoints."""
+history), stops at fit, keeps logits at checkpoints; units train packed and cache each member."""
 
 import math
 from dataclasses import asdict
@@ -7,8 +7,9 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from bnpaper import data, packed_fit
+from bnpaper import data, packed_fit, units
 from bnpaper.mitigation import MitigationConfig, fit_mitigated
+from bnpaper.store import Store
 from bnpaper.train import TrainConfig, fit
 
 OLD_FIELDS = {
@@ -156,3 +157,37 @@ def test_a_config_without_the_fit_rule_keeps_its_old_key():
     assert TrainConfig().as_dict() == {
         k: v for k, v in asdict(TrainConfig()).items() if k in OLD_FIELDS
     }
+
+
+def test_units_train_missing_members_packed_and_cache_each(tmp_path, monkeypatch):
+    store = Store(tmp_path / "c")
+    sp0, sp1 = _split(seed=0), _split(seed=1)
+    cfgs = [TrainConfig(epochs=1, batch_size=16, lr=0.02, seed=s) for s in (1, 2)]
+    jobs = [units.Job(sp0, cfgs[0]), units.Job(sp1, cfgs[1])]
+    packs = []
+    real = packed_fit.fit_pack
+    monkeypatch.setattr(
+        packed_fit, "fit_pack", lambda js, **kw: (packs.append(len(js)), real(js, **kw))[1]
+    )
+    first = units.trained_all(jobs[:1], store=store)
+    both = units.trained_all(jobs, store=store)
+    assert packs == [1, 1]  # only the missing member trained
+    assert torch.equal(first[0].state["conv1.weight"], both[0].state["conv1.weight"])
+    again = units.trained_all(jobs, store=store)
+    assert packs == [1, 1] and torch.equal(again[1].state["fc3.bias"], both[1].state["fc3.bias"])
+    plain = units.trained_all(jobs, trainer="plain", store=store)  # another unit: train.fit's
+    assert packs == [1, 1]
+    _same_state(plain[1].state, both[1].state)
+    assert plain[0].history.keys() == both[0].history.keys()
+
+
+def test_every_notebook_that_trains_lenets_takes_a_trainer_and_packed_needs_lenets():
+    from bnpaper import params
+    from bnpaper.config import ConfigError
+
+    for nb in ("01_forced_memorization", "04_theory", "05_mitigation"):
+        assert params.resolve(nb, {"budget": "ci"}).values["trainer"] == "auto"
+    with pytest.raises(ConfigError, match=r"trainer='packed' needs arch='lenet', got archs="):
+        params.resolve("04_theory", {"trainer": "packed"})  # its archs hold resnet20
+    with pytest.raises(ConfigError, match=r"trainer='packed' needs arch='lenet', got arch="):
+        params.resolve("01_forced_memorization", {"trainer": "packed", "arch": "resnet20"})
