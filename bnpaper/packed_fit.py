@@ -289,6 +289,11 @@ def fit_pack(
                 [label_at[j] + p[: steps * batch] for j, p in zip(active, perms)]
             )
             run = torch.zeros(len(active), dtype=torch.float64, device=device)
+            at = [(epoch - 1) * steps + s for s in range(steps)]  # each member's lr at each step
+            lrs = torch.tensor(
+                [[lr_at(cfgs[j], t, steps * cfgs[j].epochs) for j in active] for t in at],
+                device=device,
+            )
             for s in range(steps):
                 sel = slice(s * batch, (s + 1) * batch)
                 if cfgs[0].augment:
@@ -317,9 +322,7 @@ def fit_pack(
                     )
                 pack.model.zero_grad(set_to_none=True)
                 total.backward()
-                t = (epoch - 1) * steps + s
-                lrs = [lr_at(cfgs[j], t, steps * cfgs[j].epochs) for j in active]
-                pack.step(torch.tensor(lrs, device=device))
+                pack.step(lrs[s])
                 run += loss.detach().double()
             if evaluate:
                 record(epoch, (run / steps).tolist())
