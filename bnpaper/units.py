@@ -67,14 +67,16 @@ def trained(
     )
 
 
-def _packed_key(job: Job) -> dict:
-    """A packed member's unit: `trained`'s key and the trainer (float rounding differs)."""
-    return {
+def _packed_key(job: Job, logits_at: Sequence[int] = ()) -> dict:
+    """A packed member's unit: `trained`'s key and the trainer (float rounding differs), and the
+    checkpoint epochs whose logits it keeps, if any."""
+    key = {
         "train": job.cfg.as_dict(),
         "mitigation": job.mitigation.as_dict(),
         "probe": None,
         "trainer": "packed",
     }
+    return {**key, "logits_at": sorted(logits_at)} if logits_at else key
 
 
 def trained_all(
@@ -83,34 +85,38 @@ def trained_all(
     pack_size: int = 16,
     descs: Sequence[str] | None = None,
     store: Store | None = None,
+    logits_at: Sequence[int] = (),
 ) -> list[TrainResult]:
     """The models of `jobs` (each a cached unit), in order. trainer "auto" trains the missing
     LeNets packed (`packed_fit`: one pack per norm and mitigation, at most `pack_size` members,
     each stored as its own unit with its share of the pack's seconds) and other models with
-    `trained`; "plain" trains every model with `trained`; "packed" needs LeNets."""
+    `trained`; "plain" trains every model with `trained`; "packed" needs LeNets. With
+    `logits_at`, packed members keep their logits at those epochs (`TrainResult.logits`)."""
     check_choice("trainer", trainer, shadow.TRAINERS)
     store = store or Store()
     descs = descs or [f"{j.cfg.arch}/{j.cfg.norm} seed {j.cfg.seed}" for j in jobs]
     packed = [trainer != "plain" and j.cfg.arch == "lenet" and j.rows is None for j in jobs]
-    if trainer == "packed" and not all(packed):
-        raise ConfigError("trainer='packed' supports arch='lenet' only")
+    if (trainer == "packed" or logits_at) and not all(packed):
+        raise ConfigError("trainer='packed' and logits_at support arch='lenet' only, packed")
     out: list[TrainResult | None] = [None] * len(jobs)
     todo = []
     for i, job in enumerate(jobs):
         fp = job.split.fingerprint()
         if not packed[i]:
             out[i] = trained(job.split, job.cfg, job.mitigation, desc=descs[i], store=store)
-        elif store.has("train", _packed_key(job), fp, module=__name__):
-            out[i] = store.load("train", _packed_key(job), fp, module=__name__)
+        elif store.has("train", _packed_key(job, logits_at), fp, module=__name__):
+            out[i] = store.load("train", _packed_key(job, logits_at), fp, module=__name__)
         else:
             todo.append(i)
     for pack in packed_fit.packs([jobs[i] for i in todo], pack_size):
         members = [todo[p] for p in pack]
         t0 = time.perf_counter()
-        results = packed_fit.fit_pack([jobs[i] for i in members], progress=True)
+        results = packed_fit.fit_pack(
+            [jobs[i] for i in members], logits_at=logits_at, progress=True
+        )
         seconds = time.perf_counter() - t0
         for i, res in zip(members, results):
-            key, fp = _packed_key(jobs[i]), jobs[i].split.fingerprint()
+            key, fp = _packed_key(jobs[i], logits_at), jobs[i].split.fingerprint()
             store.put("train", key, res, fp, module=__name__, seconds=seconds, pack=len(members))
             progress.counter("model").add(seconds=seconds / len(members), detail=descs[i])
             out[i] = res

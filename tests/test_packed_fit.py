@@ -175,8 +175,10 @@ def test_units_train_missing_members_packed_and_cache_each(tmp_path, monkeypatch
     assert torch.equal(first[0].state["conv1.weight"], both[0].state["conv1.weight"])
     again = units.trained_all(jobs, store=store)
     assert packs == [1, 1] and torch.equal(again[1].state["fc3.bias"], both[1].state["fc3.bias"])
+    kept = units.trained_all(jobs, store=store, logits_at=(1,))  # another unit: with logits
+    assert packs == [1, 1, 2] and set(kept[0].logits) == {1} and both[0].logits is None
     plain = units.trained_all(jobs, trainer="plain", store=store)  # another unit: train.fit's
-    assert packs == [1, 1]
+    assert packs == [1, 1, 2]
     _same_state(plain[1].state, both[1].state)
     assert plain[0].history.keys() == both[0].history.keys()
 
