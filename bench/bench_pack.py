@@ -186,7 +186,7 @@ def main() -> None:
                 f"packed step K={k:2d} batch 64 {'channels_last' if cl else 'nchw':13s}: "
                 f"{sps:8.0f} samples/s, {gf:6.1f} GFLOP/s = {gf / peak:5.1%} of sgemm peak"
             )
-    ev = eval_seconds(8, 4000, (256, 512, 1024, 2048), a.rounds)
+    ev = eval_seconds(8, 4000, (32, 64, 128, 256, 512), a.rounds)
     print(
         "evaluation pass K=8 x 4000 images, chunk (images per member per forward): "
         + ", ".join(f"{c}: {s:.2f} s" for c, s in ev.items())
