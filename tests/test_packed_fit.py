@@ -70,7 +70,7 @@ MIXED = [  # two data subsets, four seeds, two lrs, weight decays, schedules and
 ]
 
 
-@pytest.mark.parametrize("norm", ["bn", "none"])
+@pytest.mark.parametrize("norm", ["bn", "none", "gn", "bn_noaffine"])
 def test_a_mixed_pack_equals_its_train_fit_twins_weights_and_history(norm):
     splits = [_split(seed=0), _split(seed=1)]
     jobs = [packed_fit.Job(splits[s], TrainConfig(**{**asdict(c), "norm": norm})) for s, c in MIXED]
