@@ -14,6 +14,12 @@ Stopping: a member stops after its epoch cap or, with `cfg.fit_level`, after the
 whose clean training accuracy reaches the level. Its state is taken at that moment and it leaves
 the pack (the remaining members are repacked into a smaller model with their optimizer state),
 so a stopped member costs nothing afterwards; the pack ends when every member has stopped.
+
+Speed (bench/bench_pack.py, 2 cores, one run): 01's mix of 8 members (seeds, data subsets,
+learning rates) trains 2.2-2.4x faster packed than one at a time; the packed step reaches about
+22,000 samples/s at K=8, batch 64 (25% of the run's float32 sgemm peak; K=16 is no faster).
+The members' images come from one bank in one gather (2.2-3x faster than per-member gathers and
+a stack). torch.compile of the packed model ran at 0.7x eager after 26 s of compilation: not used.
 """
 
 from __future__ import annotations
