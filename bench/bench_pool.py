@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import torch
 
-from bnpaper import data, packed
+from bnpaper import data, packed_fit
 from bnpaper.bench import load_note
 from bnpaper.mitigation import MitigationConfig, fit_mitigated
 from bnpaper.train import TrainConfig
@@ -58,8 +58,8 @@ def variants(split: data.Split, members: int, rows: int, epochs: int) -> dict:
 
     return {
         "one at a time, penalty": one_at_a_time,
-        "packed, penalty": lambda: packed.fit_packed(split, idx, cfgs, mitigation=PENALTY),
-        "packed, no penalty": lambda: packed.fit_packed(split, idx, cfgs),
+        "packed, penalty": lambda: packed_fit.fit_packed(split, idx, cfgs, mitigation=PENALTY),
+        "packed, no penalty": lambda: packed_fit.fit_packed(split, idx, cfgs),
     }
 
 

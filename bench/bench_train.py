@@ -8,7 +8,7 @@ Rows (`PLAN`), each one optimizer step at a time as the trainers take it (a batc
 in-memory tensors, forward, cross-entropy, backward, SGD with momentum), 1x28x28 inputs
 (Fashion-MNIST's shape):
   LeNet-5, plain trainer (`train.fit`'s step), batch 128 (01, 02, 04, 05) and 64
-  LeNet-5, packed trainer (`packed.fit_packed`'s step), K=8 members of batch 64 each (03)
+  LeNet-5, packed trainer (`packed_fit.fit_pack`'s model), K=8 members of batch 64 each (03)
   ResNet-20, plain trainer, batch 128
 in the default (NCHW) layout, in channels_last, and compiled with torch.compile (inductor on
 CPU; the compile time is printed, shorter when inductor's on-disk cache already holds the
@@ -67,7 +67,7 @@ class Trainer:
         n = 4 * batch
         self.x = torch.randn(self.members, n, 1, 28, 28)
         self.y = torch.randint(0, 10, (self.members, n))
-        if kind == "packed":  # K members initialized as train.fit would (as fit_packed does)
+        if kind == "packed":  # K members initialized as train.fit would (as packed_fit does)
             members = [build_model("lenet", "bn", 1, 10, 28).state_dict() for _ in range(k)]
             self.model = PackedLeNet(k, "bn", 1, 10, 28).load_members(members)
         else:
@@ -244,7 +244,7 @@ def main() -> None:
         )
     if ("lenet", 64, "nchw") in rate and ("packed", 64, "channels_last") in rate:
         print(
-            f"packing (K=8, channels_last, as packed.fit_packed trains) vs one LeNet at a time, "
+            f"packing (K=8, channels_last, as packed_fit.fit_pack trains) vs one LeNet at a time, "
             f"batch 64: {rate['packed', 64, 'channels_last'] / rate['lenet', 64, 'nchw']:.2f}x "
             "samples/s"
         )

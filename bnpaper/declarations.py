@@ -118,6 +118,7 @@ _TRAIN = {
     "ood_source": choice(*OOD_SOURCES),
 }
 _NORMS = {"norms": choice_list(NORMS, min_len=2)}
+_TRAINER = {"trainer": choice("auto", "plain", "packed")}  # packed: LeNets only (_cross_trainer)
 _RARE = {"rare_share": number(), "rare_class": number(integer=True)}  # ranges: _cross_rare
 
 DECLARATIONS: dict[str, dict[str, Rule]] = {
@@ -128,6 +129,7 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "corruption": one_or_list(("flip", "ood", "rare")),
         **_RARE,
         "clean_level": number(0.0, 1.0, lo_open=True, hi_open=True),
+        **_TRAINER,
     },
     "02_gradient_dynamics": {
         **_DATA,
@@ -149,7 +151,7 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "outlier_kind": choice("flip", "ood"),
         "n_shadows": number(4, None, integer=True),
         "executor": executor(),
-        "trainer": choice("auto", "plain", "packed"),
+        **_TRAINER,
         "pack_size": number(1, 64, integer=True),
         "bn_query_mode": choice("eval", "train-batch"),
         "sigma_floor": number(0.0, 10.0, lo_open=True),
@@ -182,6 +184,7 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "augment": flag(),
         "seeds": int_list(0, min_len=2),  # networks: intervals over seeds
         "clean_reference": choice_list(ARCHS, min_len=0),
+        **_TRAINER,
     },
     "05_mitigation": {
         **_DATA,
@@ -200,6 +203,7 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "lira_variant": choice("online", "online_fixed", "offline", "offline_fixed"),
         "frontier_corruption": one_or_list(("flip", "ood")),
         "lira_frontier_shadows": number(0, None, integer=True),
+        **_TRAINER,
     },
 }
 
@@ -225,6 +229,15 @@ def _cross_common(p: dict) -> None:
             f"n_train={p['n_train']} is out of range; allowed: an integer "
             f"in [10, {size}] (the {p['dataset']} training set)",
         )
+
+
+def _cross_trainer(p: dict) -> None:
+    archs = p.get("archs", [p.get("arch")])
+    require(
+        not (p["trainer"] == "packed" and set(archs) != {"lenet"}),
+        f"trainer='packed' needs arch='lenet', got {'archs' if 'archs' in p else 'arch'}="
+        f"{p.get('archs', p.get('arch'))!r}",
+    )
 
 
 def _cross_02(p: dict) -> None:
@@ -259,6 +272,7 @@ def _cross_rare(p: dict, used: bool) -> None:
 
 def _cross_01(p: dict) -> None:
     _cross_rare(p, "rare" in p["corruption"])
+    _cross_trainer(p)
 
 
 def _cross_03(p: dict) -> None:
@@ -266,10 +280,7 @@ def _cross_03(p: dict) -> None:
     require(
         p["n_shadows"] % 2 == 0, f"n_shadows={p['n_shadows']} must be even (balanced keep matrix)"
     )
-    require(
-        not (p["trainer"] == "packed" and p["arch"] != "lenet"),
-        f"trainer='packed' needs arch='lenet', got arch={p['arch']!r}",
-    )
+    _cross_trainer(p)
     _cross_size_sweep(p)
 
 
@@ -304,6 +315,7 @@ def _cross_size_sweep(p: dict) -> None:
 
 
 def _cross_04(p: dict) -> None:
+    _cross_trainer(p)
     n = p["toy_n_typical"] + p["toy_n_outliers"]
     require(
         max(p["toy_batch_sizes"]) <= n,
@@ -338,6 +350,7 @@ def _cross_04(p: dict) -> None:
 
 def _cross_05(p: dict) -> None:
     _cross_rare(p, "rare" in p["corruption"])
+    _cross_trainer(p)
     require(
         bool({"flip", "ood"} & set(p["corruption"])),
         f"corruption={p['corruption']!r} must include 'flip' or 'ood': the setting is chosen on "

@@ -272,24 +272,25 @@ def trained_study(
     noise_frac: float,
     seeds: Sequence[int],
     clean_reference: Sequence[str] = (),
+    trainer: str = "auto",
 ) -> TrainedStudy:
     """Train (or load from the cache) one BN network per architecture of `configs` and seed on
     `noise_frac` flipped labels, and for `clean_reference` its twin on clean labels (same images,
-    initialization and data order); read |gamma|/sigma of each, trained and at initialization
-    (4 batches of the training batch size)."""
-    from .units import trained
+    initialization and data order), LeNets packed under trainer "auto" (`units.trained_all`);
+    read |gamma|/sigma of each, trained and at initialization (4 batches of the training batch
+    size)."""
+    from .units import Job, trained_all
 
-    nets = {}
+    jobs = {}
     for arch, cfg in configs.items():
         for labels, frac in (("flip", noise_frac), ("none", 0.0)):
             for seed in seeds if labels == "flip" or arch in clean_reference else []:
                 split = make_split(ds, n_train[arch], labels, frac, seed, n_test=n_test)
-                result = trained(
-                    split,
-                    replace(cfg, seed=seed),
-                    desc=f"{arch} bn, {labels} labels, seed {seed}",
-                )
-                nets[arch, labels, seed] = trained_gamma_sigma(
-                    result, split, cfg.batch_size, 4, init=True
-                )
+                jobs[arch, labels, seed] = Job(split, replace(cfg, seed=seed))
+    descs = [f"{arch} bn, {labels} labels, seed {seed}" for arch, labels, seed in jobs]
+    results = trained_all(list(jobs.values()), trainer, descs=descs)
+    nets = {
+        key: trained_gamma_sigma(result, job.split, job.cfg.batch_size, 4, init=True)
+        for (key, job), result in zip(jobs.items(), results)
+    }
     return TrainedStudy(nets, list(configs), list(seeds))

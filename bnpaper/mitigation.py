@@ -137,6 +137,15 @@ class GammaSigmaRegularizer:
     def __call__(self, model: nn.Module | None = None) -> torch.Tensor:
         """The penalty for the batch `model` (default: the model given at construction) has just
         seen: a scalar tensor to add to the loss before `backward()`."""
+        layers = self._layers(model)
+        total = layers[0][1].weight.new_zeros(())
+        for _, m in layers:
+            total = total + ratio_penalty(m.weight, self._sigma.pop(m), self.tau)
+        return self.lam * total
+
+    def _layers(self, model: nn.Module | None) -> list[tuple[str, _BatchNorm]]:
+        """The affine BN layers of `model` (default: the model given at construction), each with
+        its batch sigma captured."""
         if not self._handles:
             raise RuntimeError("GammaSigmaRegularizer was removed; create a new one")
         if model is None:
@@ -158,9 +167,15 @@ class GammaSigmaRegularizer:
                 f"no batch statistics captured for BN layer(s) {missing}: call "
                 "the regularizer right after a training-mode forward pass"
             )
-        total = layers[0][1].weight.new_zeros(())
-        for _, m in layers:
-            total = total + ratio_penalty(m.weight, self._sigma.pop(m), self.tau)
+        return layers
+
+    def per_member(self, model: nn.Module, k: int) -> torch.Tensor:
+        """The penalty of each of the `k` members of a packed `model` (each BN layer's channels in
+        k equal blocks, member by member): shape (k,); its sum is `reg(model)`."""
+        total = 0
+        for _, m in self._layers(model):
+            terms = torch.relu(m.weight.abs() / self._sigma.pop(m) - self.tau).pow(2)
+            total = total + terms.view(k, -1).sum(1)
         return self.lam * total
 
     def __repr__(self) -> str:
@@ -198,6 +213,11 @@ class GammaDecay:
         if not layers:
             raise ConfigError("GammaDecay: the model has no BatchNorm layer with a learned gamma")
         return 0.5 * self.lam * sum(m.weight.pow(2).sum() for _, m in layers)
+
+    def per_member(self, model: nn.Module, k: int) -> torch.Tensor:
+        """The penalty of each of the `k` members of a packed `model`: shape (k,)."""
+        layers = affine_bn_layers(model)
+        return 0.5 * self.lam * sum(m.weight.pow(2).view(k, -1).sum(1) for _, m in layers)
 
     def remove(self) -> None:
         """Nothing to remove (no hooks); for the same use as the regularizer."""

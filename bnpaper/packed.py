@@ -1,10 +1,11 @@
-"""K LeNet-5 members trained at once as one "packed" model (fast shadow training on CPU).
+"""K LeNet-5 members as one "packed" model, and moving weights between it and its members.
 
 Convolutions are grouped (groups=K), linear layers are batched matmuls with one weight per
 member, and normalization runs over K*C channels, so every member keeps its own weights,
 batch statistics and running statistics. Member k sees its own mini-batch (stacked along the
 channel axis), its own data order and its own initialization: training K members packed is,
-up to float rounding, the same as K runs of `train.fit` (tests check both).
+up to float rounding, the same as K runs of `train.fit` (tests check both). The trainer is
+`bnpaper.packed_fit`.
 
 Layout (bench/bench_train.py, 2 cores, K=8, batch 64 per member): the packed model trains in
 channels_last, 2.1-2.3x the default layout (CPU grouped convolutions are slow in NCHW), which
@@ -16,18 +17,12 @@ and shape: not used.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import device as default_device
-from .data import Split, normalize
-from .mitigation import MitigationConfig
-from .models import LeNet5, build_model, make_norm
-from .progress import Counter
-from .train import TrainConfig, TrainingDiverged, lr_at, random_crop_flip
+from .models import LeNet5, make_norm
 
 
 def _packed_norm(norm: str, k: int, c: int, dim: int) -> nn.Module:
@@ -63,6 +58,7 @@ class PackedLeNet(nn.Module):
     ):
         super().__init__()
         self.k, self.norm, self.in_channels = k, norm, in_channels
+        self.n_classes, self.image_size = n_classes, image_size
         ref = LeNet5(norm, in_channels, n_classes, image_size)
         bias = norm == "none"
         pad = ref.conv1.padding
@@ -81,8 +77,10 @@ class PackedLeNet(nn.Module):
         return layer(x.transpose(0, 1).reshape(b, k * c)).reshape(b, k, c).transpose(0, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.norm1(self.conv1(x))), 2)
-        x = F.max_pool2d(F.relu(self.norm2(self.conv2(x))), 2)
+        # relu and max-pooling commute (relu is monotone): pooling first runs relu and its
+        # backward on a 4x smaller tensor, the same values and gradients as LeNet5's order
+        x = F.relu(F.max_pool2d(self.norm1(self.conv1(x)), 2))
+        x = F.relu(F.max_pool2d(self.norm2(self.conv2(x)), 2))
         b = x.shape[0]
         x = x.reshape(b, self.k, -1).transpose(0, 1)  # (K, B, 16*s*s)
         x = F.relu(self._vec_norm(self.norm3, self.fc1(x)))
@@ -125,95 +123,18 @@ class PackedLeNet(nn.Module):
         return out
 
 
+def select_members(name: str, t: torch.Tensor, keep: list[int], k: int) -> torch.Tensor:
+    """The members `keep` of a packed tensor `t` named `name` (a parameter, buffer or one of
+    their optimizer states) of a K=`k` PackedLeNet."""
+    layer, p = name.split(".", 1)
+    if p == "num_batches_tracked":
+        return t.clone()
+    if layer in PackedLeNet._LIN:
+        return t[keep]
+    return t.reshape(k, -1, *t.shape[1:])[keep].reshape(-1, *t.shape[1:])
+
+
 def pack_input(xb: torch.Tensor) -> torch.Tensor:
     """Member batches (K, B, C, H, W) -> packed input (B, K*C, H, W)."""
     k, b, c, h, w = xb.shape
     return xb.transpose(0, 1).reshape(b, k * c, h, w)
-
-
-def fit_packed(
-    split: Split,
-    members: list[torch.Tensor],
-    cfgs: list[TrainConfig],
-    device: str | None = None,
-    channels_last: bool = True,
-    progress: bool = False,
-    mitigation: MitigationConfig = MitigationConfig(),
-) -> list[dict]:
-    """Train len(cfgs) LeNet members at once; member k trains on `split` rows `members[k]`
-    (index tensors of equal length) with `cfgs[k]` (configs may differ only in `seed`).
-    Returns one LeNet5 state_dict per member (same batches and init as `train.fit`).
-
-    A `mitigation` (penalty, projection, gamma decay) acts on every member as in
-    `mitigation.fit_mitigated`: the packed BN layers hold each member's channels with their own
-    batch and running statistics, and the penalties are sums over channels, so the packed loss
-    (the members' summed losses) carries each member's own penalty."""
-    from tqdm.auto import tqdm
-
-    device = device or default_device()  # the notebook's `device` parameter (config.set_device)
-    base = replace(cfgs[0], seed=0)
-    if any(replace(c, seed=0) != base for c in cfgs) or base.arch != "lenet":
-        raise ValueError("packed members must be LeNets that differ only in their seed")
-    if len({len(m) for m in members}) != 1 or len(members) != len(cfgs):
-        raise ValueError("every packed member needs an index set of the same size")
-    k, n = len(cfgs), len(members[0])
-    c, h = split.x.shape[1], split.x.shape[2]
-    inits = []
-    for cfg in cfgs:  # the same initialization as train.fit
-        torch.manual_seed(cfg.seed)
-        inits.append(build_model("lenet", cfg.norm, c, split.n_classes, h).state_dict())
-    model = PackedLeNet(k, base.norm, c, split.n_classes, h).load_members(inits).to(device)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(
-        model.parameters(), lr=base.lr, momentum=base.momentum, weight_decay=base.weight_decay
-    )
-    xs = normalize(split.x, split.mean, split.std, device)
-    ys = split.y.to(device)
-    idx_sets = [torch.as_tensor(m, device=device) for m in members]
-    reg, proj = mitigation.hooks(model)  # hooks on this model only (other threads' models unseen)
-    what = f"packed x{k} {base.norm} (seeds {cfgs[0].seed}-{cfgs[-1].seed})"
-    count = Counter(what, base.epochs, verb="epochs done", every=60.0)  # long packs only
-    try:
-        steps = max(1, n // base.batch_size)
-        total = steps * base.epochs
-        model.train()
-        for epoch in tqdm(
-            range(1, base.epochs + 1),
-            disable=not progress,
-            leave=False,
-            desc=f"packed x{k} {base.norm}",
-        ):
-            gens = [torch.Generator().manual_seed(cfg.seed * 100_003 + epoch) for cfg in cfgs]
-            perms = [ix[torch.randperm(n, generator=g).to(device)] for ix, g in zip(idx_sets, gens)]
-            for s in range(steps):
-                sel = [p[s * base.batch_size : (s + 1) * base.batch_size] for p in perms]
-                xb = [xs[i] for i in sel]
-                if base.augment:
-                    xb = [random_crop_flip(x, g) for x, g in zip(xb, gens)]
-                xin = pack_input(torch.stack(xb))
-                if channels_last:
-                    xin = xin.contiguous(memory_format=torch.channels_last)
-                for group in opt.param_groups:
-                    group["lr"] = lr_at(base, (epoch - 1) * steps + s, total)
-                z = model(xin)  # (K, B, classes)
-                yb = torch.stack([ys[i] for i in sel])
-                loss = F.cross_entropy(z.reshape(-1, z.shape[-1]), yb.reshape(-1)) * k
-                if reg is not None:
-                    loss = loss + reg(model)
-                if not torch.isfinite(loss):
-                    raise TrainingDiverged(
-                        f"packed training diverged at epoch {epoch}, step {s} "
-                        f"(norm={base.norm}, lr={base.lr}); lower lr"
-                    )
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                if proj is not None:
-                    proj(model)
-            count.add()
-    finally:
-        if reg is not None:
-            reg.remove()
-    model = model.to(memory_format=torch.contiguous_format).cpu()
-    return [model.member_state(i) for i in range(k)]

@@ -147,8 +147,9 @@ def train_selection(
     config,
     recipe: SplitRecipe,
     n_val: int,
+    trainer: str = "auto",
 ) -> dict[tuple[str, str, int], object]:
     """Every model of `models` trained from `config` (a `train.TrainConfig`) on the selection
     splits (`selection_splits`) as cached units: {(corruption, name, seed): TrainResult}."""
     splits = selection_splits(ds, corruptions, seeds, recipe, n_val)
-    return train_grid(splits, models, config, "selection: ")
+    return train_grid(splits, models, config, "selection: ", trainer)

@@ -31,7 +31,7 @@ import multiprocessing
 import time
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -123,7 +123,7 @@ class ShadowTask:
 def _train_states(task: ShadowTask) -> list[dict]:
     """The trained weights of every shadow of `task` (the hook tests interrupt)."""
     if task.trainer == "packed":
-        from .packed import fit_packed
+        from .packed_fit import fit_packed
 
         return fit_packed(
             task.split,
@@ -260,7 +260,7 @@ def _unit_config(
     mitigation: MitigationConfig = MitigationConfig(),
 ) -> dict:
     return {
-        "train": asdict(cfg),
+        "train": cfg.as_dict(),
         "trainer": trainer,
         "mitigation": mitigation.as_dict(),
         "keep": hashlib.sha256(np.asarray(rows, np.int64).tobytes()).hexdigest(),
@@ -368,7 +368,7 @@ def run_shadows(
             acc[k].append(res[k])
     return ShadowPool(
         keep=np.asarray(keep, bool),
-        configs=tuple(asdict(c) for c in cfgs),
+        configs=tuple(c.as_dict() for c in cfgs),
         **{k: np.asarray(v) for k, v in acc.items()},
     )
 

@@ -41,6 +41,7 @@ class TrainConfig:
     schedule: str = "cosine"  # per-step cosine decay, step (x0.1 at 50% and 75%), constant
     augment: bool = False  # random crop (pad 4) + horizontal flip, for CIFAR
     seed: int = 0
+    fit_level: float | None = None  # stop once clean training accuracy reaches it (None: never)
 
     def __post_init__(self):
         check_choice("arch", self.arch, ARCHS)
@@ -52,6 +53,20 @@ class TrainConfig:
         check_number("weight_decay", self.weight_decay, 0.0, 1.0)
         check_choice("schedule", self.schedule, SCHEDULES)
         check_number("seed", self.seed, 0, None, integer=True)
+        if self.fit_level is not None:
+            check_number("fit_level", self.fit_level, 0.0, 1.0, lo_open=True)
+
+    def as_dict(self) -> dict:
+        """The fields as a dict (part of a cache key), without the optional rules left unset
+        (`fit_level=None`), so a config that does not use them keeps the key it always had."""
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in OPTIONAL}
+
+    def fitted(self, clean_acc: float) -> bool:
+        """Whether a model at this clean training accuracy has reached the fit rule."""
+        return self.fit_level is not None and clean_acc >= self.fit_level
+
+
+OPTIONAL = ("fit_level",)  # fields left out of `as_dict` while None
 
 
 @dataclass
@@ -62,6 +77,18 @@ class TrainResult:
     config: dict
     state: dict
     history: dict[str, list] = field(default_factory=dict)
+    logits: dict | None = None  # epoch -> (train logits (N, classes), test logits (Z, classes))
+
+    @property
+    def epochs(self) -> int:
+        """The epochs this model trained (fewer than `config['epochs']` when it stopped at fit)."""
+        return int(self.history["epoch"][-1])
+
+    @property
+    def censored(self) -> bool:
+        """Whether the fit rule was set and the model hit its epoch cap below the level."""
+        level = self.config.get("fit_level")
+        return level is not None and not self.history["clean_acc"][-1] >= level
 
     def model(self, in_channels: int, n_classes: int, image_size: int) -> nn.Module:
         m = build_model(
@@ -124,11 +151,17 @@ def _summary(loss: torch.Tensor, correct: torch.Tensor) -> tuple[float, float]:
 def evaluate(
     model: nn.Module, xs: torch.Tensor, split: Split, xt: torch.Tensor
 ) -> dict[str, float]:
-    """Loss/accuracy on clean train samples, on corrupted samples against their training
-    labels (memorization) and against their true labels, on the test set, and
+    """`scores` of `model`'s eval-mode logits on the training samples `xs` and test samples
+    `xt` of `split` (normalized images)."""
+    return scores(split, _eval_logits(model, xs), _eval_logits(model, xt, 512))
+
+
+def scores(split: Split, z: torch.Tensor, zt: torch.Tensor) -> dict[str, float]:
+    """From a model's logits on the training samples z (N, classes) and on the test samples
+    zt (Z, classes): loss/accuracy on clean train samples, on corrupted samples against their
+    training labels (memorization) and against their true labels, on the test set, and
     `rare_test_acc`: the accuracy on the test samples `split.test_mask` marks (the held-out
     samples of a rare class; NaN where the split has no such group)."""
-    z = _eval_logits(model, xs)  # one eval-mode pass over the training samples
     m = split.mask.to(z.device)
     out = {}
     for name, y, sel in (
@@ -140,8 +173,9 @@ def evaluate(
         out[f"{name}_loss"], out[f"{name}_acc"] = _summary(
             F.cross_entropy(z[sel], y, reduction="none"), z[sel].argmax(1) == y
         )
-    el, ec = per_sample_loss(model, xt, split.y_test.to(xt.device))
-    out["test_loss"], out["test_acc"] = _summary(el, ec)
+    yt = split.y_test.to(zt.device)
+    ec = zt.argmax(1) == yt
+    out["test_loss"], out["test_acc"] = _summary(F.cross_entropy(zt, yt, reduction="none"), ec)
     out["rare_test_acc"] = _group_acc(ec, split.test_mask)
     return out
 
@@ -185,7 +219,8 @@ def fit(
     regularizer(model) is added to the loss; after_step(model) runs after each optimizer step
     (e.g. a projection); on_epoch_end(epoch, model) may return a dict of values to record.
     With `checkpoint`, the state is saved atomically after every epoch and a re-run resumes
-    from it with identical results.
+    from it with identical results. With `cfg.fit_level`, training stops after the first epoch
+    whose clean training accuracy reaches it (`epoch_done`); `epochs` is then the cap.
     """
     from tqdm.auto import tqdm
 
@@ -228,6 +263,8 @@ def fit(
             },
         )
 
+    if epoch_done(cfg, history):  # resumed from a model that had already reached the rule
+        start = cfg.epochs + 1
     bar = tqdm(
         range(start, cfg.epochs + 1),
         desc=desc or f"{cfg.arch}/{cfg.norm} s{cfg.seed}",
@@ -282,5 +319,15 @@ def fit(
                 },
                 ckpt,
             )
+        if epoch_done(cfg, history):
+            break
+    bar.close()
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    return TrainResult(asdict(cfg), state, history)
+    return TrainResult(cfg.as_dict(), state, history)
+
+
+def epoch_done(cfg: TrainConfig, history: dict[str, list]) -> bool:
+    """Whether training stops after the last recorded epoch: the epoch cap, or the fit rule
+    (`cfg.fit_level`) reached at an epoch >= 1."""
+    epoch = history["epoch"][-1]
+    return epoch >= cfg.epochs or (epoch >= 1 and cfg.fitted(history["clean_acc"][-1]))

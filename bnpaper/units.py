@@ -1,7 +1,8 @@
 """Every cached unit the notebooks use, built in one place: trained models and shadow pools.
 
-A trained model (01, 02, 04, 05), a shadow-model pool (03, 05), and notebook 03's LiRA pool from
-its resolved parameters (03, 05).
+A trained model (02, with its gradient probes), a list of trained models packed where they are
+LeNets (01, 04, 05), a shadow-model pool (03, 05), and notebook 03's LiRA pool from its resolved
+parameters (03, 05).
 Notebooks never build cache keys; the key is the unit's configuration, the data fingerprint, the
 source of the modules this module imports (its import closure) and the torch version
 (`bnpaper.store`)."""
@@ -11,11 +12,13 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, fields
 from functools import partial
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from . import progress, shadow
+from . import packed_fit, progress, shadow
+from .config import ConfigError, check_choice
 from .data import Dataset, Split, make_split
 from .mitigation import MitigationConfig, fit_mitigated
+from .packed_fit import Job
 from .probes import GradProbe
 from .store import Store
 from .train import TrainConfig, TrainResult
@@ -52,7 +55,7 @@ def trained(
     norms with `probe`), from the cache or trained now; a killed run resumes from its last epoch.
     The same (split, cfg) gives the same unit in every notebook."""
     key = {
-        "train": asdict(cfg),
+        "train": cfg.as_dict(),
         "mitigation": mitigation.as_dict(),
         "probe": asdict(probe) if probe is not None else None,
     }
@@ -62,6 +65,62 @@ def trained(
     return (store or Store()).cached(
         "train", key, compute, data=split.fingerprint(), resumable=True
     )
+
+
+def _packed_key(job: Job, logits_at: Sequence[int] = ()) -> dict:
+    """A packed member's unit: `trained`'s key and the trainer (float rounding differs), and the
+    checkpoint epochs whose logits it keeps, if any."""
+    key = {
+        "train": job.cfg.as_dict(),
+        "mitigation": job.mitigation.as_dict(),
+        "probe": None,
+        "trainer": "packed",
+    }
+    return {**key, "logits_at": sorted(logits_at)} if logits_at else key
+
+
+def trained_all(
+    jobs: Sequence[Job],
+    trainer: str = "auto",
+    pack_size: int = 16,
+    descs: Sequence[str] | None = None,
+    store: Store | None = None,
+    logits_at: Sequence[int] = (),
+) -> list[TrainResult]:
+    """The models of `jobs` (each a cached unit), in order. trainer "auto" trains the missing
+    LeNets packed (`packed_fit`: one pack per norm and mitigation, at most `pack_size` members,
+    each stored as its own unit with its share of the pack's seconds) and other models with
+    `trained`; "plain" trains every model with `trained`; "packed" needs LeNets. With
+    `logits_at`, packed members keep their logits at those epochs (`TrainResult.logits`)."""
+    check_choice("trainer", trainer, shadow.TRAINERS)
+    store = store or Store()
+    descs = descs or [f"{j.cfg.arch}/{j.cfg.norm} seed {j.cfg.seed}" for j in jobs]
+    packed = [trainer != "plain" and j.cfg.arch == "lenet" and j.rows is None for j in jobs]
+    if (trainer == "packed" or logits_at) and not all(packed):
+        raise ConfigError("trainer='packed' and logits_at support arch='lenet' only, packed")
+    out: list[TrainResult | None] = [None] * len(jobs)
+    todo = []
+    for i, job in enumerate(jobs):
+        fp = job.split.fingerprint()
+        if not packed[i]:
+            out[i] = trained(job.split, job.cfg, job.mitigation, desc=descs[i], store=store)
+        elif store.has("train", _packed_key(job, logits_at), fp, module=__name__):
+            out[i] = store.load("train", _packed_key(job, logits_at), fp, module=__name__)
+        else:
+            todo.append(i)
+    for pack in packed_fit.packs([jobs[i] for i in todo], pack_size):
+        members = [todo[p] for p in pack]
+        t0 = time.perf_counter()
+        results = packed_fit.fit_pack(
+            [jobs[i] for i in members], logits_at=logits_at, progress=True
+        )
+        seconds = time.perf_counter() - t0
+        for i, res in zip(members, results):
+            key, fp = _packed_key(jobs[i], logits_at), jobs[i].split.fingerprint()
+            store.put("train", key, res, fp, module=__name__, seconds=seconds, pack=len(members))
+            progress.counter("model").add(seconds=seconds / len(members), detail=descs[i])
+            out[i] = res
+    return out
 
 
 def shadow_pool(

@@ -258,19 +258,16 @@ def train_grid(
     variants: Sequence[Variant] | Mapping[str, Sequence[Variant]],
     base,
     what: str = "",
+    trainer: str = "auto",
 ) -> dict[tuple[str, str, int], object]:
     """Every variant (a list, or {corruption: list} as `plan` gives) trained on every split
-    ({(corruption, seed): Split}) from that seed, as cached units (`units.trained`):
-    {(corruption, variant name, seed): TrainResult}."""
+    ({(corruption, seed): Split}) from that seed, as cached units (`units.trained_all`: LeNets
+    packed under trainer "auto"): {(corruption, variant name, seed): TrainResult}."""
     from . import units
 
-    runs = {}
+    jobs = {}
     for (corr, seed), split in splits.items():
         for v in dict.fromkeys(variants[corr] if isinstance(variants, Mapping) else variants):
-            runs[corr, v.name, seed] = units.trained(
-                split,
-                v.config(base, seed),
-                mitigation=v.mit,
-                desc=f"{what}{corr} {v.name} seed {seed}",
-            )
-    return runs
+            jobs[corr, v.name, seed] = units.Job(split, v.config(base, seed), mitigation=v.mit)
+    descs = [f"{what}{corr} {name} seed {seed}" for corr, name, seed in jobs]
+    return dict(zip(jobs, units.trained_all(list(jobs.values()), trainer, descs=descs)))

@@ -66,6 +66,7 @@ batch_size = 128  # SGD mini-batch size
 lr = 0.05  # peak learning rate (cosine schedule, momentum 0.9)
 weight_decay = 5e-4  # L2 weight decay
 augment = False  # random crop + flip (CIFAR)
+trainer = "auto"  # auto (LeNets packed, one packed model per norm) | plain | packed
 download = False  # allow torchvision to download the dataset if it is missing
 device = "auto"  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 
@@ -103,12 +104,10 @@ recipe = dict(
 
 # %% [markdown]
 # Each (corruption, seed) draws one training subset, and every norm trains on that same subset
-# from the same seed, so BN and no-BN are compared *paired*. Each trained model is a cached unit:
-# a re-run re-renders in seconds, and a killed run resumes from its last finished epoch.
+# from the same seed, so BN and no-BN are compared *paired*.
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-histories, atypical = {}, {}  # (corruption, norm, seed) -> history; corruption -> atypical count
+jobs, atypical = {}, {}  # (corruption, norm, seed) -> model to train; corruption -> atypical
 for corr in corruption:
     for seed in seeds:
         split = data.make_split(
@@ -117,8 +116,18 @@ for corr in corruption:
         atypical[corr] = int(split.mask.sum())
         for norm in norms:
             cfg = train.TrainConfig(norm=norm, seed=seed, **recipe)
-            desc = f"{corr} {norm} seed {seed}"
-            histories[corr, norm, seed] = units.trained(split, cfg, desc=desc).history
+            jobs[corr, norm, seed] = units.Job(split, cfg)
+
+# %% [markdown]
+# Each trained model is a cached unit: a re-run re-renders in seconds and trains only the models
+# not yet cached. LeNets train packed (`trainer`): one packed model per norm holds every
+# corruption and seed, each member equal to its own training run up to float rounding.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+descs = [f"{corr} {norm} seed {seed}" for corr, norm, seed in jobs]
+results = units.trained_all(list(jobs.values()), trainer, descs=descs)
+histories = {key: result.history for key, result in zip(jobs, results)}
 print(f"{len(histories)} models ready")
 
 # %% [markdown]

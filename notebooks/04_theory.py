@@ -58,6 +58,7 @@ weight_decay = 5e-4  # L2 weight decay
 augment = False  # random crop + flip for the trained networks (CIFAR)
 seeds = [0, 1, 2]  # trained networks per architecture (data, flips, init follow it)
 clean_reference = ["lenet"]  # archs also trained on clean labels: does label noise raise gamma?
+trainer = "auto"  # auto (LeNets packed, other archs one at a time) | plain | packed
 download = False  # allow torchvision to download the dataset if it is missing
 device = "auto"  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 
@@ -282,7 +283,7 @@ recipes = {arch: train.TrainConfig(arch=arch, epochs=epochs[arch], **recipe) for
 # %%
 # NBVAL_IGNORE_OUTPUT
 trained = gamma_sigma.trained_study(
-    images, recipes, n_train, n_test, noise_frac, seeds, clean_reference
+    images, recipes, n_train, n_test, noise_frac, seeds, clean_reference, trainer
 )
 
 # %% [markdown]

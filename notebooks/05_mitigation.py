@@ -76,6 +76,7 @@ lira = True  # LiRA on notebook 03's pools with and without the chosen setting
 lira_variant = "online"  # online (03's attack) | online_fixed | offline | offline_fixed
 # the LiRA frontier: shadows per family on the pool of 03 (0: none; even, >= 4)
 lira_frontier_shadows = 8
+trainer = "auto"  # auto (LeNets packed, one packed model per norm and setting) | plain | packed
 download = False  # allow torchvision to download the dataset if it is missing
 device = "auto"  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 
@@ -136,7 +137,7 @@ candidates = variants.penalties(lams, taus) + variants.projections(projection_ta
 # NBVAL_IGNORE_OUTPUT
 selection_kinds = variants.grid_kinds(corruption)
 selection_runs = selection.train_selection(
-    ds, selection_kinds, selection_seeds, [bn, *candidates], recipe, subsets, n_val
+    ds, selection_kinds, selection_seeds, [bn, *candidates], recipe, subsets, n_val, trainer
 )
 
 # %% [markdown]
@@ -180,7 +181,7 @@ frontier_kinds = variants.frontier_kinds(corruption, frontier_corruption)
 # NBVAL_IGNORE_OUTPUT
 splits = variants.evaluation_splits(ds, corruption, seeds, subsets)
 plan = variants.plan(corruption, lineup.every, lineup.judged, frontier_kinds)
-runs = variants.train_grid(splits, plan, recipe)
+runs = variants.train_grid(splits, plan, recipe, trainer=trainer)
 print(f"{len(selection_runs)} selection and {len(runs)} evaluation models ready")
 
 # %% [markdown]

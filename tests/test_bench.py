@@ -32,6 +32,7 @@ def test_the_runner_runs_the_named_scripts_each_with_its_own_defaults(monkeypatc
     bench.main([])
     assert [p.rsplit("/", 1)[1] for p, _ in seen] == [
         "bench_grads.py",
+        "bench_pack.py",
         "bench_pool.py",
         "bench_train.py",
     ]
@@ -122,3 +123,20 @@ def test_the_pool_bench_times_all_three_trainers_on_the_same_shadows():
     sec = bp.measure(members=2, rows=64, epochs=1, rounds=1)
     assert set(sec) == {"one at a time, penalty", "packed, penalty", "packed, no penalty"}
     assert all(0 < s < math.inf for s in sec.values())
+
+
+def test_the_pack_bench_times_its_rows_on_a_tiny_case():
+    bp = _script("bench_pack")
+    splits = [bp.synthetic_split(64, seed) for seed in (0, 1)]
+    bp.EPOCHS[0] = 1
+    jobs = bp.mix_jobs(splits, k=3, batch=16)
+    assert {j.cfg.lr for j in jobs} == {0.05, 0.02} and len({j.cfg.seed for j in jobs}) == 3
+    sec = bp.measure_mix(jobs, rounds=1)
+    assert set(sec) == {"one at a time", "packed"} and all(0 < s < math.inf for s in sec.values())
+    assert bp.step_rate(k=2, batch=8, steps=2, rounds=1) > 0
+    asm = bp.assembly_seconds(k=2, batch=8, n=32, reps=2)
+    assert len(asm) == 2 and all(s > 0 for s in asm.values())
+    ev = bp.eval_seconds(k=2, n=16, chunks=(4, 16), rounds=1)
+    assert set(ev) == {4, 16} and all(s > 0 for s in ev.values())
+    cost = bp.fit_cost(splits[0], level=0.01, epochs=2, rounds=1)
+    assert cost["epochs"]["fixed"] == [2] * 8 and cost["epochs"]["fit"] == [1] * 8

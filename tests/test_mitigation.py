@@ -900,7 +900,7 @@ def test_train_grid_trains_each_kind_its_own_variants(tiny_split, monkeypatch):
 
     calls = []
     monkeypatch.setattr(
-        units, "trained", lambda split, cfg, mitigation, desc: calls.append(desc) or desc
+        units, "trained_all", lambda jobs, trainer, descs: [calls.append(d) or d for d in descs]
     )
     bn, nobn, gn = variants.Variant("bn"), variants.Variant("none"), variants.Variant("gn")
     runs = variants.train_grid(

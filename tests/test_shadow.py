@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from bnpaper import data, models, packed, shadow
+from bnpaper import data, models, packed, packed_fit, shadow
 from bnpaper.mitigation import MitigationConfig, fit_mitigated
 from bnpaper.config import ConfigError
 from bnpaper.store import Store
@@ -97,7 +97,7 @@ def test_packed_training_equals_separate_fit_runs():
     sp = _toy_split()
     cfgs = [TrainConfig(norm="bn", epochs=2, batch_size=16, lr=0.02, seed=s) for s in (1, 2)]
     rows = [torch.arange(0, 32), torch.arange(32, 64)]
-    states = packed.fit_packed(sp, rows, cfgs)
+    states = packed_fit.fit_packed(sp, rows, cfgs)
     for cfg, r, st in zip(cfgs, rows, states):
         sub = data.Split(
             sp.x[r], sp.y[r], sp.y_true[r], sp.mask[r], sp.x_test, sp.y_test, 4, sp.mean, sp.std
@@ -119,8 +119,8 @@ def test_packed_training_with_a_mitigation_equals_separate_mitigated_fit_runs(mi
     sp = _toy_split()
     cfgs = [TrainConfig(norm="bn", epochs=2, batch_size=16, lr=0.02, seed=s) for s in (1, 2)]
     rows = [torch.arange(0, 32), torch.arange(32, 64)]
-    states = packed.fit_packed(sp, rows, cfgs, mitigation=mit)
-    plain_states = packed.fit_packed(sp, rows, cfgs)
+    states = packed_fit.fit_packed(sp, rows, cfgs, mitigation=mit)
+    plain_states = packed_fit.fit_packed(sp, rows, cfgs)
     for cfg, r, st, st0 in zip(cfgs, rows, states, plain_states):
         sub = data.Split(
             sp.x[r], sp.y[r], sp.y_true[r], sp.mask[r], sp.x_test, sp.y_test, 4, sp.mean, sp.std

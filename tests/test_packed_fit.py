@@ -1,0 +1,195 @@
+"""The packed trainer of LeNet jobs: each member equals its `train.fit` twin (weights and
+history), stops at fit, keeps logits at checkpoints; units train packed and cache each member."""
+
+import math
+from dataclasses import asdict
+
+import pytest
+import torch
+
+from bnpaper import data, packed_fit, units
+from bnpaper.mitigation import MitigationConfig, fit_mitigated
+from bnpaper.store import Store
+from bnpaper.train import TrainConfig, fit
+
+OLD_FIELDS = {
+    "arch",
+    "norm",
+    "epochs",
+    "batch_size",
+    "lr",
+    "momentum",
+    "weight_decay",
+    "schedule",
+    "augment",
+    "seed",
+}
+
+
+def _split(n=64, seed=0, n_test=32):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 4, (n,), generator=g)
+    x = (torch.rand(n, 1, 28, 28, generator=g) * 60).to(torch.uint8)
+    x[torch.arange(n), 0, 4 + 5 * y, 4:24] = 255
+    y_new, mask = data.flip_labels(y, 0.1, 4, seed)
+    yt = torch.randint(0, 4, (n_test,), generator=g)
+    xt = (torch.rand(n_test, 1, 28, 28, generator=g) * 60).to(torch.uint8)
+    xt[torch.arange(n_test), 0, 4 + 5 * yt, 4:24] = 255
+    return data.Split(x, y_new, y, mask, xt, yt, 4, (0.2,), (0.3,))
+
+
+def _same_history(got: dict, want: dict, n: int) -> float:
+    """Assert every key and epoch agree (losses to float rounding, accuracies to one sample of
+    `n`); return the largest absolute difference."""
+    assert got.keys() == want.keys()
+    worst = 0.0
+    for key in want:
+        assert len(got[key]) == len(want[key]), key
+        for a, b in zip(got[key], want[key]):
+            if math.isnan(b):
+                assert math.isnan(a), key
+                continue
+            tol = 1.5 / n if key.endswith("acc") else 2e-3
+            assert a == pytest.approx(b, abs=tol), key
+            worst = max(worst, abs(a - b))
+    return worst
+
+
+def _same_state(got: dict, want: dict) -> float:
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        assert torch.allclose(got[k].float(), v.float(), atol=2e-3, rtol=1e-3), k
+    return max(float((got[k].float() - v.float()).abs().max()) for k, v in want.items())
+
+
+MIXED = [  # two data subsets, four seeds, two lrs, weight decays, schedules and epoch counts
+    (0, TrainConfig(epochs=2, batch_size=16, lr=0.02, seed=1)),
+    (1, TrainConfig(epochs=3, batch_size=16, lr=0.05, seed=2, weight_decay=1e-3)),
+    (0, TrainConfig(epochs=3, batch_size=16, lr=0.05, seed=3, schedule="step", momentum=0.8)),
+    (1, TrainConfig(epochs=2, batch_size=16, lr=0.02, seed=4, schedule="constant")),
+]
+
+
+@pytest.mark.parametrize("norm", ["bn", "none", "gn", "bn_noaffine"])
+def test_a_mixed_pack_equals_its_train_fit_twins_weights_and_history(norm):
+    splits = [_split(seed=0), _split(seed=1)]
+    jobs = [packed_fit.Job(splits[s], TrainConfig(**{**asdict(c), "norm": norm})) for s, c in MIXED]
+    assert len(packed_fit.packs(jobs)) == 1
+    got = packed_fit.fit_pack(jobs)
+    for job, res in zip(jobs, got):
+        twin = fit(job.split, job.cfg, progress=False)
+        _same_state(res.state, twin.state)
+        _same_history(res.history, twin.history, 32)
+        assert res.epochs == job.cfg.epochs and not res.censored and res.config == twin.config
+
+
+def test_shadow_members_on_rows_of_one_pool_equal_their_twins_on_the_rows():
+    sp = _split()
+    rows = [torch.arange(0, 32), torch.arange(32, 64)]
+    cfgs = [TrainConfig(epochs=2, batch_size=16, lr=lr, seed=s) for s, lr in ((1, 0.02), (2, 0.05))]
+    jobs = [packed_fit.Job(sp, c, r) for c, r in zip(cfgs, rows)]
+    for job, res in zip(jobs, packed_fit.fit_pack(jobs)):
+        twin = fit(job.member_split(), job.cfg, progress=False)
+        _same_state(res.state, twin.state)
+        _same_history(res.history, twin.history, 32)
+
+
+def test_a_member_with_a_penalty_equals_its_mitigated_twin_train_loss_included():
+    mit = MitigationConfig("penalty", 0.05, 0.5)
+    splits = [_split(seed=0), _split(seed=1)]
+    jobs = [packed_fit.Job(splits[s], c, mitigation=mit) for s, c in MIXED[:2]]
+    for job, res in zip(jobs, packed_fit.fit_pack(jobs)):
+        twin = fit_mitigated(job.split, job.cfg, mit, progress=False)
+        _same_state(res.state, twin.state)
+        _same_history(res.history, twin.history, 32)
+
+
+def _level_reached_at_epoch_2(sp: data.Split, cfg: TrainConfig) -> float:
+    """A fit level the model of `cfg` first reaches at epoch 2 (read from a plain run)."""
+    acc = fit(sp, cfg, progress=False).history["clean_acc"]
+    assert acc[1] < acc[2], "the toy model must improve from epoch 1 to 2"
+    return acc[2]
+
+
+def test_a_member_stops_at_fit_with_the_state_and_history_of_train_fit_with_that_rule():
+    sp = _split(seed=0)
+    base = TrainConfig(epochs=4, batch_size=16, lr=0.02, seed=1)
+    level = _level_reached_at_epoch_2(sp, base)
+    stopping = TrainConfig(**{**asdict(base), "fit_level": level})
+    censored = TrainConfig(**{**asdict(base), "seed": 2, "epochs": 1, "fit_level": 0.9999})
+    longer = TrainConfig(**{**asdict(base), "seed": 3})
+    jobs = [packed_fit.Job(sp, c) for c in (stopping, censored, longer)]
+    got = packed_fit.fit_pack(jobs)
+    twins = [fit(sp, c, progress=False) for c in (stopping, censored, longer)]
+    assert twins[0].epochs == 2 and len(twins[0].history["epoch"]) == 3
+    assert not twins[0].censored and twins[1].censored and not twins[2].censored
+    assert [r.epochs for r in got] == [2, 1, 4]
+    assert [r.censored for r in got] == [False, True, False]
+    for res, twin in zip(got, twins):
+        _same_state(res.state, twin.state)
+        _same_history(res.history, twin.history, 32)
+
+
+def test_the_pack_keeps_logits_at_checkpoints_equal_to_the_members_eval_logits():
+    sp = _split(seed=0)
+    cfgs = [TrainConfig(epochs=e, batch_size=16, lr=0.02, seed=s) for s, e in ((1, 1), (2, 2))]
+    got = packed_fit.fit_pack([packed_fit.Job(sp, c) for c in cfgs], logits_at=(0, 1))
+    assert set(got[0].logits) == {0, 1} and set(got[1].logits) == {0, 1}
+    xs, xt = data.normalize(sp.x, sp.mean, sp.std), data.normalize(sp.x_test, sp.mean, sp.std)
+    with torch.no_grad():
+        z, zt = got[0].model(1, 4, 28)(xs), got[0].model(1, 4, 28)(xt)
+    assert got[0].logits[1][0].shape == (64, 4) and got[0].logits[1][1].shape == (32, 4)
+    assert torch.allclose(got[0].logits[1][0], z, atol=1e-4)
+    assert torch.allclose(got[0].logits[1][1], zt, atol=1e-4)
+
+
+def test_packs_group_by_norm_and_mitigation_and_cut_large_groups():
+    sp = _split()
+    cfgs = [TrainConfig(norm=n, seed=s) for n in ("bn", "none") for s in range(5)]
+    jobs = [packed_fit.Job(sp, c) for c in cfgs]
+    jobs.append(packed_fit.Job(sp, cfgs[0], mitigation=MitigationConfig("gamma_decay", 0.1)))
+    assert packed_fit.packs(jobs, pack_size=3) == [[0, 1], [2, 3, 4], [5, 6], [7, 8, 9], [10]]
+
+
+def test_a_config_without_the_fit_rule_keeps_its_old_key():
+    assert set(TrainConfig().as_dict()) == OLD_FIELDS
+    assert set(TrainConfig(fit_level=0.99).as_dict()) == OLD_FIELDS | {"fit_level"}
+    assert TrainConfig().as_dict() == {
+        k: v for k, v in asdict(TrainConfig()).items() if k in OLD_FIELDS
+    }
+
+
+def test_units_train_missing_members_packed_and_cache_each(tmp_path, monkeypatch):
+    store = Store(tmp_path / "c")
+    sp0, sp1 = _split(seed=0), _split(seed=1)
+    cfgs = [TrainConfig(epochs=1, batch_size=16, lr=0.02, seed=s) for s in (1, 2)]
+    jobs = [units.Job(sp0, cfgs[0]), units.Job(sp1, cfgs[1])]
+    packs = []
+    real = packed_fit.fit_pack
+    monkeypatch.setattr(
+        packed_fit, "fit_pack", lambda js, **kw: (packs.append(len(js)), real(js, **kw))[1]
+    )
+    first = units.trained_all(jobs[:1], store=store)
+    both = units.trained_all(jobs, store=store)
+    assert packs == [1, 1]  # only the missing member trained
+    assert torch.equal(first[0].state["conv1.weight"], both[0].state["conv1.weight"])
+    again = units.trained_all(jobs, store=store)
+    assert packs == [1, 1] and torch.equal(again[1].state["fc3.bias"], both[1].state["fc3.bias"])
+    kept = units.trained_all(jobs, store=store, logits_at=(1,))  # another unit: with logits
+    assert packs == [1, 1, 2] and set(kept[0].logits) == {1} and both[0].logits is None
+    plain = units.trained_all(jobs, trainer="plain", store=store)  # another unit: train.fit's
+    assert packs == [1, 1, 2]
+    _same_state(plain[1].state, both[1].state)
+    assert plain[0].history.keys() == both[0].history.keys()
+
+
+def test_every_notebook_that_trains_lenets_takes_a_trainer_and_packed_needs_lenets():
+    from bnpaper import params
+    from bnpaper.config import ConfigError
+
+    for nb in ("01_forced_memorization", "04_theory", "05_mitigation"):
+        assert params.resolve(nb, {"budget": "ci"}).values["trainer"] == "auto"
+    with pytest.raises(ConfigError, match=r"trainer='packed' needs arch='lenet', got archs="):
+        params.resolve("04_theory", {"trainer": "packed"})  # its archs hold resnet20
+    with pytest.raises(ConfigError, match=r"trainer='packed' needs arch='lenet', got arch="):
+        params.resolve("01_forced_memorization", {"trainer": "packed", "arch": "resnet20"})
