@@ -19,7 +19,13 @@ from bnpaper import config
 
 ROOT = config.repo_root()
 OUT = ROOT / "runs" / "browser"
-NOTEBOOKS = ["01_forced_memorization", "02_gradient_dynamics", "03_lira", "04_theory", "05_mitigation"]
+NOTEBOOKS = [
+    "01_forced_memorization",
+    "02_gradient_dynamics",
+    "03_lira",
+    "04_theory",
+    "05_mitigation",
+]
 RUN_TIMEOUT = 900  # seconds per Run All (a ci notebook takes about a minute on 2 cores)
 RUNS = 2
 
