@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import Trainer, sgemm_peak  # noqa: E402
 
 from bnpaper import data, packed_fit, train  # noqa: E402
-from bnpaper.bench import load_note  # noqa: E402
+from bnpaper.bench import best_of, load_note  # noqa: E402
 from bnpaper.packed import pack_input  # noqa: E402
 
 
@@ -52,17 +51,6 @@ def mix_jobs(splits: list[data.Split], k: int = 8, batch: int = 128) -> list[pac
 
 
 EPOCHS = [2]  # set from --epochs
-
-
-def best_of(fns: dict, rounds: int) -> dict[str, float]:
-    """Seconds of each callable, the best of `rounds` interleaved rounds."""
-    sec = {name: float("inf") for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            t = time.perf_counter()
-            fn()
-            sec[name] = min(sec[name], time.perf_counter() - t)
-    return sec
 
 
 def measure_mix(jobs: list[packed_fit.Job], rounds: int) -> dict[str, float]:

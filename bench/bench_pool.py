@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from dataclasses import replace
 
 import torch
 
 from bnpaper import data, packed_fit
-from bnpaper.bench import load_note
+from bnpaper.bench import best_of, load_note
 from bnpaper.mitigation import MitigationConfig, fit_mitigated
 from bnpaper.train import TrainConfig
 
@@ -67,14 +66,7 @@ def measure(
     members: int = 8, rows: int = 1000, epochs: int = 2, rounds: int = 2
 ) -> dict[str, float]:
     """Best-of-`rounds` seconds of each variant, rounds interleaved."""
-    runs = variants(synthetic_split(2 * rows), members, rows, epochs)
-    best = {name: float("inf") for name in runs}
-    for _ in range(rounds):
-        for name, fn in runs.items():
-            t = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t)
-    return best
+    return best_of(variants(synthetic_split(2 * rows), members, rows, epochs), rounds)
 
 
 def main() -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import time
+from typing import Callable
 
 from .config import repo_root
 
@@ -21,6 +23,18 @@ def load_note(load0: float, threads: int) -> str:
     )
     cores = os.cpu_count()
     return f"load average {load0:.1f} at the start, {load1:.1f} at the end ({cores} cores){warn}"
+
+
+def best_of(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Seconds of each callable, the best of `rounds` interleaved rounds (load from other
+    processes then hits every variant alike)."""
+    sec = {name: float("inf") for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            sec[name] = min(sec[name], time.perf_counter() - t)
+    return sec
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import torch
 import torch.nn as nn
@@ -42,6 +42,14 @@ class TrainConfig:
     augment: bool = False  # random crop (pad 4) + horizontal flip, for CIFAR
     seed: int = 0
     fit_level: float | None = None  # stop once clean training accuracy reaches it (None: never)
+
+    @classmethod
+    def from_params(cls, p: Mapping[str, Any], **changes: Any) -> TrainConfig:
+        """The training recipe of a notebook's resolved parameters `p` (every field of this class
+        that `p` names, e.g. arch, epochs, batch_size, lr, weight_decay, augment), with `changes`
+        (e.g. norm, seed) on top."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in p.items() if k in names}, **changes)
 
     def __post_init__(self):
         check_choice("arch", self.arch, ARCHS)

@@ -82,6 +82,8 @@ run = notebook.start(globals(), "01_forced_memorization")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+import dataclasses
+
 from IPython.display import Markdown, display
 
 from bnpaper import claims, data, memorization, plot_memorization, plots, text, train, units
@@ -93,14 +95,7 @@ ds = data.load_dataset(dataset, download=download)
 # Every model trains with one recipe; only its normalization and its seed change.
 
 # %%
-recipe = dict(
-    arch=arch,
-    epochs=epochs,
-    batch_size=batch_size,
-    lr=lr,
-    weight_decay=weight_decay,
-    augment=augment,
-)
+recipe = train.TrainConfig.from_params(run.params)
 
 # %% [markdown]
 # Each (corruption, seed) draws one training subset, and every norm trains on that same subset
@@ -115,7 +110,7 @@ for corr in corruption:
         )
         atypical[corr] = int(split.mask.sum())
         for norm in norms:
-            cfg = train.TrainConfig(norm=norm, seed=seed, **recipe)
+            cfg = dataclasses.replace(recipe, norm=norm, seed=seed)
             jobs[corr, norm, seed] = units.Job(split, cfg)
 
 # %% [markdown]

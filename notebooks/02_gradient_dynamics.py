@@ -78,6 +78,8 @@ run = notebook.start(globals(), "02_gradient_dynamics")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+import dataclasses
+
 from bnpaper import claims, data, grad_analysis, plot_gradients, plots, probes, text, train, units
 
 plots.use_style()
@@ -87,14 +89,7 @@ ds = data.load_dataset(dataset, download=download)
 # Every model trains with one recipe; only its normalization and its seed change.
 
 # %%
-recipe = dict(
-    arch=arch,
-    epochs=epochs,
-    batch_size=batch_size,
-    lr=lr,
-    weight_decay=weight_decay,
-    augment=augment,
-)
+recipe = train.TrainConfig.from_params(run.params)
 
 # %% [markdown]
 # One probe per seed: at the probe epochs it records the norms of fixed samples, drawn with its
@@ -123,7 +118,7 @@ histories = {norm: [] for norm in norms}  # norm -> one history per seed (norms 
 for seed in seeds:
     split = data.make_split(ds, n_train, corruption, noise_frac, seed, ood_source, n_test)
     for norm in norms:
-        cfg = train.TrainConfig(norm=norm, seed=seed, **recipe)
+        cfg = dataclasses.replace(recipe, norm=norm, seed=seed)
         desc = f"{norm} seed {seed}"
         trained = units.trained(split, cfg, probe=grad_probes[seed], desc=desc)
         histories[norm].append(trained.history)

@@ -111,14 +111,7 @@ subsets = variants.SplitRecipe(n_train, noise_frac, ood_source, n_test, rare_sha
 # or its weight decay. BN and no-BN are the two families every comparison starts from.
 
 # %%
-recipe = train.TrainConfig(
-    arch=arch,
-    epochs=epochs,
-    batch_size=batch_size,
-    lr=lr,
-    weight_decay=weight_decay,
-    augment=augment,
-)
+recipe = train.TrainConfig.from_params(run.params)
 bn, no_bn = variants.Variant("bn"), variants.Variant("none")
 
 # %% [markdown]

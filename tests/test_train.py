@@ -115,3 +115,28 @@ def test_crop_flip_moves_pixels_without_changing_values():
 def test_bad_train_config_is_rejected(field, value, match):
     with pytest.raises(ConfigError, match=match):
         train.TrainConfig(**{field: value})
+
+
+def test_recipe_from_params_takes_every_field_the_parameters_name_and_the_changes():
+    p = {
+        "arch": "lenet",
+        "epochs": 3,
+        "batch_size": 32,
+        "lr": 0.02,
+        "weight_decay": 1e-4,
+        "augment": False,
+        "norms": ["bn", "none"],
+        "seeds": [0, 1],
+        "dataset": "mnist",
+    }
+    got = train.TrainConfig.from_params(p, norm="none", seed=1)
+    assert got == train.TrainConfig(
+        arch="lenet",
+        norm="none",
+        epochs=3,
+        batch_size=32,
+        lr=0.02,
+        weight_decay=1e-4,
+        augment=False,
+        seed=1,
+    )
