@@ -359,7 +359,7 @@ run.save(
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"Theory check ({budget} budget; trained networks on {dataset}, seeds {seeds})")
+print(f"Theory check ({budget} budget, trained networks on {dataset}, seeds {seeds})")
 claims.show(rows)
 example = derivation.centered_example(ratio_centered)
 print(theory_text.theory_story(rows, ratio, example, probes, feedback, trained))
