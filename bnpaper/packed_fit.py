@@ -326,7 +326,8 @@ def fit_pack(
                     raise TrainingDiverged(
                         f"packed training diverged at epoch {epoch}, step {s}: "
                         + ", ".join(f"norm={b.norm}, lr={b.lr}, seed={b.seed}" for b in bad)
-                        + "; lower lr"
+                        + "; lower lr",
+                        bad,
                     )
                 pack.model.zero_grad(set_to_none=True)
                 total.backward()

@@ -306,3 +306,40 @@ def size_reading(sweep, paper_range: tuple[float, float] = (3.0, 5.0)) -> str:
         f"paper's), the line predicts {pr.fmt(1)} points, {where}: this assumes the trend stays "
         "linear in log N where it was never measured, a plausibility check, not a measurement."
     )
+
+
+# ------------------------------------------------ every notebook that compares norms: the recipes
+
+
+def recipe_table(recipes) -> str:
+    """The recipe each norm trains with (`recipes.NormRecipes`): for the fair protocol, per norm
+    the chosen learning rate, the validation accuracy at every grid point (the chosen one in
+    bold, 'diverged' where a seed's training diverged) and the epochs the search models used."""
+    from .plots import label
+
+    if recipes.choices is None:
+        return (
+            f"*{recipes.name}:* every norm trains with lr {recipes.base.lr:g} for "
+            f"{recipes.base.epochs} epochs."
+        )
+    grid = recipes.search.grid
+    epochs = dict(recipes.grid_epochs)
+    head = ["norm", "chosen lr"] + [f"lr {x:.3g}" for x in grid] + ["epochs used (per lr)"]
+    rows = []
+    for c in recipes.choices.choices:
+        cells = [label(c.norm), f"{c.lr:.3g}"]
+        for x, acc, failed in zip(c.grid, c.mean_val_acc, c.failed):
+            cell = "diverged" if failed else f"{acc:.3f}"
+            cells.append(f"**{cell}**" if x == c.lr else cell)
+        used = epochs.get(c.norm, ())
+        cells.append(" / ".join("-" if e != e else f"{e:.0f}" for e in used))
+        rows.append(cells)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    s = recipes.search
+    return "\n".join(lines) + (
+        f"\n\n*{recipes.name}:* validation accuracy on {s.n_val} held-out training images after "
+        f"training on {s.n_train} clean images (mean of {len(s.seeds)} seed(s)); every model then "
+        f"trains until its clean training accuracy reaches {recipes.base.fit_level:g}, at most "
+        f"{recipes.base.epochs} epochs."
+    )

@@ -9,7 +9,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.nn as nn
@@ -24,7 +24,11 @@ SCHEDULES = ("cosine", "step", "constant")
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite."""
+    """The loss became NaN or infinite; `configs`: the training configurations that diverged."""
+
+    def __init__(self, message: str, configs: Sequence["TrainConfig"] = ()):
+        super().__init__(message)
+        self.configs = tuple(configs)
 
 
 @dataclass(frozen=True)
@@ -299,7 +303,8 @@ def fit(
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
                     f"training diverged at epoch {epoch}, step {s} (loss={float(loss)}) for "
-                    f"arch={cfg.arch}, norm={cfg.norm}, lr={cfg.lr}; lower lr"
+                    f"arch={cfg.arch}, norm={cfg.norm}, lr={cfg.lr}; lower lr",
+                    (cfg,),
                 )
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -21,7 +21,7 @@ from .mitigation import MitigationConfig, fit_mitigated
 from .packed_fit import Job
 from .probes import GradProbe
 from .store import Store
-from .train import TrainConfig, TrainResult
+from .train import TrainConfig, TrainingDiverged, TrainResult
 
 NO_MITIGATION = MitigationConfig()
 
@@ -120,6 +120,49 @@ def trained_all(
             store.put("train", key, res, fp, module=__name__, seconds=seconds, pack=len(members))
             progress.counter("model").add(seconds=seconds / len(members), detail=descs[i])
             out[i] = res
+    return out
+
+
+def _diverged_key(job: Job) -> dict:
+    """The unit recording that `job`'s training diverged (the same for either trainer)."""
+    return {"train": job.cfg.as_dict(), "mitigation": job.mitigation.as_dict()}
+
+
+def trained_or_diverged(
+    jobs: Sequence[Job],
+    trainer: str = "auto",
+    descs: Sequence[str] | None = None,
+    store: Store | None = None,
+) -> list[TrainResult | None]:
+    """`trained_all`, where a job whose training diverges (a NaN or infinite loss) gives None
+    instead of stopping the run: the divergence is stored as a unit of its own (a re-run does
+    not train it again), and a pack it broke is trained again without it."""
+    store = store or Store()
+    descs = list(descs or [f"{j.cfg.arch}/{j.cfg.norm} lr {j.cfg.lr:g}" for j in jobs])
+    out: list[TrainResult | None] = [None] * len(jobs)
+    left = []
+    for i, job in enumerate(jobs):
+        if not store.has("diverged", _diverged_key(job), job.split.fingerprint(), module=__name__):
+            left.append(i)
+    while left:
+        try:
+            results = trained_all(
+                [jobs[i] for i in left], trainer, descs=[descs[i] for i in left], store=store
+            )
+        except TrainingDiverged as err:
+            bad = [i for i in left if jobs[i].cfg in err.configs]
+            if not bad:
+                raise
+            for i in bad:
+                fp = jobs[i].split.fingerprint()
+                store.put(
+                    "diverged", _diverged_key(jobs[i]), str(err), fp, module=__name__, seconds=0.0
+                )
+            left = [i for i in left if i not in bad]
+            continue
+        for i, res in zip(left, results):
+            out[i] = res
+        left = []
     return out
 
 
