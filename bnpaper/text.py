@@ -182,6 +182,49 @@ def gradient_reading(summary: dict, acc: dict, mem: dict) -> list[str]:
     return out
 
 
+def fixed_reading(epochs: list[int], protocol: str) -> str:
+    """The label of 02's fixed-epoch rows: the epochs read and that it is the secondary reading
+    (the paper's; under the paper's protocol, its protocol)."""
+    shown = ", ".join(str(e) for e in epochs if e > 0) or "none"
+    who = "the paper's protocol" if protocol == "paper" else "secondary, the paper's reading"
+    return f"fixed epochs {shown} ({who})"
+
+
+def training_lines(record: dict, cap: int) -> list[str]:
+    """Notebook 02's lines on how each model trained (`grad_fit.training_record`): its learning
+    rate, the epochs each seed used (of the cap) and how many runs hit the cap unfitted."""
+    from .plots import label
+
+    out = []
+    for n, r in record.items():
+        used = "/".join(str(e) for e in r["epochs"])
+        level = f"clean training accuracy {r['fit_level']:g}" if r["fit_level"] else "no fit rule"
+        out.append(
+            f"- {label(n)}: lr {r['lr']:.3g}, epochs used {used} (cap {cap}; {level}), "
+            f"censored {sum(r['censored'])} of {len(r['censored'])}"
+        )
+    return out
+
+
+def matched_fit_lines(comps: list[dict], other: str = "none") -> list[str]:
+    """Notebook 02's matched-fit lines (`grad_fit.comparison_dicts`): per reading, both models'
+    clean training and test accuracy and epoch there, the seeds read in both, censored runs."""
+    from .plots import label
+
+    out = []
+    for c in comps:
+        at = c["at"] if isinstance(c["at"], str) else f"clean training accuracy {c['at']:g}"
+        a, b = c["accuracies"]["a"], c["accuracies"]["b"]
+        out.append(
+            f"- at {at}: {label('bn')} train {a['train_acc']:.3f} / test {a['test_acc']:.3f} "
+            f"(epoch {a['epoch']:.1f}), {label(other)} train {b['train_acc']:.3f} / test "
+            f"{b['test_acc']:.3f} (epoch {b['epoch']:.1f}); seeds read in both "
+            f"{c['reached_both']} of {c['seeds']}, censored {c['censored'][0]} / "
+            f"{c['censored'][1]}"
+        )
+    return out
+
+
 # ---------------------------------------------------------------- 03 LiRA
 LIRA_SHOWN_ATTACKS = ("online", "offline", "loss", "rmia")  # the attacks 03's table shows
 

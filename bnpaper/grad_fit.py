@@ -1,0 +1,159 @@
+"""Notebook 02 at matched fit: the noisy/clean gradient-norm ratio read where BN and the other
+model fit the clean training data equally well.
+
+Each run's ratio (median noisy / median clean per-sample norm, `grad_analysis.medians`) at its
+probed epochs is a `matched_fit.Trajectory` against its clean training accuracy; the rows read it
+where the fit first reaches each level (interpolated within the run; a run that never reaches the
+level gives no reading) and at each run's last epoch once trained to fit ("convergence", runs
+that hit the epoch cap unfitted marked censored), paired over seeds (`matched_fit`). The fixed
+epochs of the paper's reading are `common_epochs` and `restrict`. Compute only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from . import claims, matched_fit
+from .claims import Verdict
+from .grad_analysis import medians, probed_epochs
+from .matched_fit import Comparison, Trajectory
+from .stats import Estimate, t_mean
+
+RATIO_UNIT = "median noisy / median clean gradient norm (batch definition)"
+GAP_UNIT = "BN minus no-BN, noisy/clean median norm ratio (batch definition)"
+
+
+def probe_schedule(protocol: str, probe_epochs: Sequence[int], cap: int) -> tuple[int, ...]:
+    """The epochs a run's probe records: every epoch up to the cap under the fair protocol (a
+    run stops at fit, and the matched-fit reading needs each epoch it trained), `probe_epochs`
+    under the paper's protocol."""
+    return tuple(range(cap + 1)) if protocol == "fair" else tuple(probe_epochs)
+
+
+def trajectories(histories: Sequence[dict], mode: str = "batch") -> list[Trajectory]:
+    """One `matched_fit.Trajectory` per run (`train.fit` history with probe records): the
+    noisy/clean median ratio of `mode` at the run's probed epochs, against its clean training
+    accuracy there."""
+    out = []
+    for h in histories:
+        index = [list(h["epoch"]).index(e) for e in probed_epochs(h)]
+        sub = {k: [h[k][i] for i in index] for k in ("epoch", "clean_acc", "test_acc")}
+        out.append(matched_fit.trajectory(sub, medians([h], mode).ratio[0]))
+    return out
+
+
+def comparisons(
+    histories: Mapping[str, Sequence[dict]],
+    levels: Sequence[float],
+    fit_level: float,
+    cap: int,
+    other: str = "none",
+) -> tuple[Comparison, ...]:
+    """BN minus `other` of the noisy/clean ratio at each clean training accuracy of `levels`,
+    then at convergence (each run's last epoch; `fit_level`, the epoch `cap`: censoring),
+    paired over seeds (runs in seed order in both)."""
+    a, b = trajectories(histories["bn"]), trajectories(histories[other])
+    rows = matched_fit.level_rows(a, b, levels)
+    return (*rows, matched_fit.convergence_row(a, b, fit_level, cap))
+
+
+def bn_ratio(comparison: Comparison) -> Estimate:
+    """BN's own ratio at the reading, over the seeds where BN has one (Student t); no estimate
+    (NaN) when fewer than `matched_fit.NO_ESTIMATE_BELOW` do."""
+    v = comparison.a.value[np.isfinite(comparison.a.value)]
+    if len(v) < matched_fit.NO_ESTIMATE_BELOW:
+        return Estimate(math.nan, math.nan, math.nan, len(v))
+    return t_mean(v)
+
+
+def reading_name(at: float | str, fit_level: float | None) -> str:
+    """A reading in words: a clean training accuracy level, or convergence."""
+    if at == "convergence":
+        fit = f"trained to {fit_level:g}" if fit_level is not None else "at the last epoch"
+        return f"convergence (each model {fit}, its last epoch)"
+    return f"clean training accuracy {at:g}"
+
+
+def _fields(c: Comparison, fit_level: float | None, other: str) -> dict:
+    acc = c.accuracies
+    return {
+        "at": reading_name(c.at, fit_level),
+        "reading": "matched fit",
+        "clean_train_acc": {"bn": acc["a"]["train_acc"], other: acc["b"]["train_acc"]},
+        "clean_test_acc": {"bn": acc["a"]["test_acc"], other: acc["b"]["test_acc"]},
+        "epoch_read": {"bn": acc["a"]["epoch"], other: acc["b"]["epoch"]},
+        "censored": dict(zip(("bn", other), c.censored)),
+        "reached": {"bn": c.a.reached, other: c.b.reached, "both": c.reached_both},
+    }
+
+
+def verdict_rows(
+    comps: Sequence[Comparison], fit_level: float | None, other: str = "none", **common
+) -> list[Verdict]:
+    """The matched-fit verdict rows, two per reading: BN's ratio (`02.noisy_vs_clean.fit`) and
+    BN minus `other` (`02.bn_vs_none.fit`, judged with the accuracy gaps at the reading: the
+    'matched_fit' confound). `common` (dataset, budget, corruption) goes into every row."""
+    rows = []
+    for c in comps:
+        fields = {**_fields(c, fit_level, other), **common}
+        rows.append(claims.judge("02.noisy_vs_clean.fit", bn_ratio(c), **fields, unit=RATIO_UNIT))
+        rows.append(
+            claims.judge(
+                "02.bn_vs_none.fit",
+                c.estimate,
+                compared=("bn", other),
+                train_acc_gap=c.train_acc_gap,
+                test_acc_gap=c.test_acc_gap,
+                **fields,
+                unit=GAP_UNIT,
+            )
+        )
+    return rows
+
+
+def ratio_vs_fit(
+    runs: Mapping[str, Sequence[Trajectory]], levels: Sequence[float]
+) -> dict[str, matched_fit.FitCurve]:
+    """{norm: each run's ratio where its clean training accuracy first reaches each of `levels`}
+    (`runs` {norm: `trajectories`}; NaN past a run's best fit), for the figure."""
+    return {n: matched_fit.value_vs_fit(ts, levels) for n, ts in runs.items()}
+
+
+def training_record(results: Mapping[str, Sequence], lrs: Mapping[str, float]) -> dict:
+    """{norm: its learning rate (`lrs`), fit level, and per seed the epochs used and whether the
+    run hit the epoch cap unfitted (censored)} from {norm: [`train.TrainResult`] in seed order}."""
+    return {
+        n: {
+            "lr": float(lrs[n]),
+            "fit_level": rs[0].config.get("fit_level"),
+            "epochs": [r.epochs for r in rs],
+            "censored": [bool(r.censored) for r in rs],
+        }
+        for n, rs in results.items()
+    }
+
+
+def common_epochs(histories: Mapping[str, Sequence[dict]], wanted: Sequence[int]) -> list[int]:
+    """The epochs of `wanted` that the probe recorded in every run of every norm (a run that
+    stopped at fit was not probed after it)."""
+    runs = [set(probed_epochs(h).tolist()) for hs in histories.values() for h in hs]
+    return [e for e in wanted if all(e in r for r in runs)]
+
+
+def restrict(
+    histories: Mapping[str, Sequence[dict]], epochs: Sequence[int]
+) -> dict[str, list[dict]]:
+    """The histories with their probe records kept at `epochs` only (the fixed-epoch reading)."""
+    keep = set(epochs)
+    return {
+        n: [{**h, "grads": [r for r in h["grads"] if r["epoch"] in keep]} for h in hs]
+        for n, hs in histories.items()
+    }
+
+
+def comparison_dicts(comps: Sequence[Comparison]) -> list[dict]:
+    """Each reading's numbers for results.json (`Comparison.as_dict`) with BN's own ratio."""
+    return [{**c.as_dict(), "bn_ratio": bn_ratio(c).as_dict()} for c in comps]
