@@ -158,15 +158,18 @@ def summary(histories: dict[str, Sequence[dict]]) -> dict:
     return out
 
 
-def verdict_rows(histories: dict[str, Sequence[dict]], **common) -> list[Verdict]:
-    """Notebook 02's verdict rows from {norm: histories}: per seed the ratio of median noisy to
-    median clean "batch" norm, averaged over the probe epochs after initialization; (1) BN's
-    ratio (`t_mean`), (2) BN's minus no-BN's (`t_paired_diff`). `common` (dataset, budget,
-    corruption) goes into every row, beside the clean test accuracies."""
+def verdict_rows(
+    histories: dict[str, Sequence[dict]], reading: str = "fixed epochs", **common
+) -> list[Verdict]:
+    """Notebook 02's fixed-epoch verdict rows from {norm: histories}: per seed the ratio of median
+    noisy to median clean "batch" norm, averaged over the probe epochs after initialization; (1)
+    BN's ratio (`t_mean`), (2) BN's minus no-BN's (`t_paired_diff`). `reading` (the epochs read,
+    `text.fixed_reading`) and `common` (dataset, budget, corruption) go into every row, beside
+    the clean test accuracies."""
     ep = probed_epochs(next(iter(histories.values()))[0])
     per_seed = {n: after_init(medians(hs, "batch").ratio, ep) for n, hs in histories.items()}
     acc = final(histories, "test_acc")
-    fields = {"clean_test_acc": acc, **common}
+    fields = {"clean_test_acc": acc, "reading": reading, **common}
     return [
         claims.judge(
             "02.noisy_vs_clean",

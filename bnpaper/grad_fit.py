@@ -72,8 +72,8 @@ def bn_ratio(comparison: Comparison) -> Estimate:
 def reading_name(at: float | str, fit_level: float | None) -> str:
     """A reading in words: a clean training accuracy level, or convergence."""
     if at == "convergence":
-        fit = f"trained to {fit_level:g}" if fit_level is not None else "at the last epoch"
-        return f"convergence (each model {fit}, its last epoch)"
+        fit = f"trained to {fit_level:g}, " if fit_level is not None else ""
+        return f"convergence: each model {fit}read at its last epoch"
     return f"clean training accuracy {at:g}"
 
 
