@@ -132,3 +132,16 @@ def test_02_parameters_check_the_fit_levels_and_the_protocol():
         params.resolve("02", {"budget": "ci", "lr_grid": [0.01, 0.02, 0.03, 0.04, 0.05]})
     paper = params.resolve("02", {"budget": "ci", "protocol": "paper", "fit_levels": [0.7]})
     assert paper.values["protocol"] == "paper"
+
+
+def test_ratio_vs_fit_figure_passes_the_figure_checks():
+    import matplotlib.pyplot as plt
+
+    from bnpaper import plot_gradients, plots
+
+    runs = {n: grad_fit.trajectories(hs) for n, hs in HS.items()}
+    curves = grad_fit.ratio_vs_fit(runs, [0.5, 0.7, 0.95])
+    names = {"bn": "BN (0.7)", "none": "no-BN (0.7)"}
+    fig = plot_gradients.ratio_fit_figure(runs, curves, names, [0.5, 0.7, 0.95], "batch")
+    assert plots.audit(fig) == []
+    plt.close(fig)
