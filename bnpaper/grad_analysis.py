@@ -95,12 +95,10 @@ def sample_counts(histories: Sequence[dict], mode: str = "batch") -> tuple[list,
 
 
 def final(histories: dict[str, Sequence[dict]], key: str) -> dict[str, float]:
-    """{norm: mean over runs of a history entry at the last evaluated epoch} (e.g. "test_acc",
-    the clean test accuracy; "noisy_acc", the final memorization)."""
-    return {
-        n: float(np.array([h[key] for h in hs], dtype=float)[:, -1].mean())
-        for n, hs in histories.items()
-    }
+    """{norm: mean over runs of a history entry at each run's last evaluated epoch} (e.g.
+    "test_acc", the clean test accuracy; "noisy_acc", the final memorization; runs trained to
+    fit may stop at different epochs)."""
+    return {n: float(np.mean([float(h[key][-1]) for h in hs])) for n, hs in histories.items()}
 
 
 def pooled_log10(
