@@ -90,16 +90,28 @@ def _fields(c: Comparison, fit_level: float | None, other: str) -> dict:
     }
 
 
+def _own(reading) -> dict[str, float]:
+    """A model's clean training and test accuracy at its reading, means over its seeds read."""
+    read = np.isfinite(reading.value)
+    return {
+        k: float(np.mean(getattr(reading, k)[read])) if read.any() else math.nan
+        for k in ("train_acc", "test_acc")
+    }
+
+
 def verdict_rows(
     comps: Sequence[Comparison], fit_level: float | None, other: str = "none", **common
 ) -> list[Verdict]:
-    """The matched-fit verdict rows, two per reading: BN's ratio (`02.noisy_vs_clean.fit`) and
-    BN minus `other` (`02.bn_vs_none.fit`, judged with the accuracy gaps at the reading: the
-    'matched_fit' confound). `common` (dataset, budget, corruption) goes into every row."""
+    """The matched-fit verdict rows, two per reading: BN's ratio (`02.noisy_vs_clean.fit`, beside
+    BN's own accuracies over the seeds it was read on) and BN minus `other` (`02.bn_vs_none.fit`,
+    judged with the accuracy gaps at the reading: the 'matched_fit' confound). `common`
+    (dataset, budget, corruption) goes into every row."""
     rows = []
     for c in comps:
         fields = {**_fields(c, fit_level, other), **common}
-        rows.append(claims.judge("02.noisy_vs_clean.fit", bn_ratio(c), **fields, unit=RATIO_UNIT))
+        own = {**fields, "clean_train_acc": {"bn": _own(c.a)["train_acc"]}}
+        own["clean_test_acc"] = {"bn": _own(c.a)["test_acc"]}
+        rows.append(claims.judge("02.noisy_vs_clean.fit", bn_ratio(c), **own, unit=RATIO_UNIT))
         rows.append(
             claims.judge(
                 "02.bn_vs_none.fit",

@@ -215,6 +215,13 @@ def matched_fit_lines(comps: list[dict], other: str = "none") -> list[str]:
     for c in comps:
         at = c["at"] if isinstance(c["at"], str) else f"clean training accuracy {c['at']:g}"
         a, b = c["accuracies"]["a"], c["accuracies"]["b"]
+        if not c["reached_both"]:
+            out.append(
+                f"- at {at}: no seed read in both ({label('bn')} {c['reached'][0]}, "
+                f"{label(other)} {c['reached'][1]} of {c['seeds']}); censored "
+                f"{c['censored'][0]} / {c['censored'][1]}"
+            )
+            continue
         out.append(
             f"- at {at}: {label('bn')} train {a['train_acc']:.3f} / test {a['test_acc']:.3f} "
             f"(epoch {a['epoch']:.1f}), {label(other)} train {b['train_acc']:.3f} / test "

@@ -66,6 +66,12 @@ def test_a_run_that_never_reaches_a_level_gives_no_estimate_and_is_censored_at_c
     assert math.isnan(level.estimate.value) and math.isnan(level.estimate.lo)
     rows = grad_fit.verdict_rows([level, conv], 0.95, dataset="toy")
     assert rows[1].verdict == "inconclusive"
+    # BN's own row stands beside BN's accuracies where it was read (epoch 2.5)
+    assert rows[0].fields["clean_test_acc"] == pytest.approx({"bn": 0.65})
+    assert rows[0].fields["clean_train_acc"] == pytest.approx({"bn": 0.95})
+    lines = text.matched_fit_lines(grad_fit.comparison_dicts([level, conv]))
+    assert lines[0].startswith("- at clean training accuracy 0.95: no seed read in both")
+    assert "censored 0 / 2" in lines[1]
     assert conv.at == "convergence" and conv.censored == (0, 2)  # no-BN hit the cap unfitted
     np.testing.assert_allclose(conv.a.value, [8.0, 16.0])  # each run's last epoch
     assert rows[3].fields["censored"] == {"bn": 0, "none": 2}
