@@ -28,9 +28,11 @@ GAP_UNIT = "BN minus no-BN, noisy/clean median norm ratio (batch definition)"
 
 def probe_schedule(protocol: str, probe_epochs: Sequence[int], cap: int) -> tuple[int, ...]:
     """The epochs a run's probe records: every epoch up to the cap under the fair protocol (a
-    run stops at fit, and the matched-fit reading needs each epoch it trained), `probe_epochs`
-    under the paper's protocol."""
-    return tuple(range(cap + 1)) if protocol == "fair" else tuple(probe_epochs)
+    run stops at fit, and the matched-fit reading needs each epoch it trained); under the
+    paper's protocol `probe_epochs` and the last epoch (where the convergence row reads)."""
+    if protocol == "fair":
+        return tuple(range(cap + 1))
+    return tuple(sorted(set(probe_epochs) | {cap}))
 
 
 def trajectories(histories: Sequence[dict], mode: str = "batch") -> list[Trajectory]:

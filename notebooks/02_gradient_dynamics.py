@@ -75,7 +75,7 @@ batch_size = 128  # SGD mini-batch size (also the size of the "batch" probe batc
 lr = 0.05  # paper: the peak learning rate of every norm (cosine schedule, momentum 0.9)
 weight_decay = 5e-4  # L2 weight decay
 augment = False  # random crop + flip (CIFAR)
-probe_epochs = [0, 1, 2, 4, 7, 10]  # fixed-epoch reading; paper: the only probed epochs
+probe_epochs = [0, 1, 2, 4, 7, 10]  # fixed-epoch reading; paper: probed (with the last epoch)
 # fair: every epoch is probed up to each model's stop (the matched-fit reading needs them)
 n_probe = 1000  # "eval" probe: random training samples (natural noise share)
 probe_batches = 2  # "batch" probe: training batches; all noisy + as many clean per batch
@@ -128,7 +128,8 @@ display(Markdown(text.recipe_table(chosen)))
 # %% [markdown]
 # One probe per seed: it records the norms of fixed samples, drawn with its own random generator
 # (its settings are part of the training unit's key), at every epoch up to the model's stop under
-# the fair protocol (the matched-fit reading needs them), at `probe_epochs` under the paper's.
+# the fair protocol (the matched-fit reading needs them); under the paper's, at `probe_epochs`
+# and the last epoch.
 
 # %%
 schedule = grad_fit.probe_schedule(protocol, probe_epochs, epochs)

@@ -90,7 +90,7 @@ def test_fixed_epochs_are_the_probe_epochs_every_run_reached():
     assert [[r["epoch"] for r in h["grads"]] for h in kept["none"]] == [[0, 1], [0, 1]]
     assert kept["none"][0]["clean_acc"] == list(NONE_FIT)  # the rest of the history unchanged
     assert grad_fit.probe_schedule("fair", [0, 2], 4) == (0, 1, 2, 3, 4)
-    assert grad_fit.probe_schedule("paper", [0, 2], 4) == (0, 2)
+    assert grad_fit.probe_schedule("paper", [0, 2], 4) == (0, 2, 4)
     assert text.fixed_reading([0, 1, 2], "paper") == "fixed epochs 1, 2 (the paper's protocol)"
 
 
