@@ -254,15 +254,17 @@ def group_ratio_figure(epochs: Sequence[float], ratios: dict, ylabel: str, bars:
 
 
 def ratio_fit_figure(runs: dict, curves: dict, names: dict, levels: Sequence[float], title: str):
-    """The noisy/clean median norm ratio against clean training accuracy, one colour per norm:
-    each run's probed epochs as a thin line (`runs` {norm: [matched_fit.Trajectory]}), the mean
-    over runs at the fixed levels read (`curves` {norm: matched_fit.FitCurve}) as markers; dotted
-    verticals at `levels`."""
+    """The noisy/clean median norm ratio against the clean training error (1 - clean training
+    accuracy, log axis, decreasing to the right: training goes left to right and the levels near
+    fit spread out), one colour per norm: each run's probed epochs as a thin line (`runs` {norm:
+    [matched_fit.Trajectory]}), the mean over runs at the levels read (`curves` {norm:
+    matched_fit.FitCurve}) as dots; dotted verticals at `levels`."""
+    floor = 1e-3  # an error below it (all clean samples fitted) is drawn at it
     fig, (ax,) = panels(1, width=5.6, height=3.8)
     for n, trajs in runs.items():
         for i, t in enumerate(trajs):
             ax.plot(
-                t.fit,
+                np.maximum(1 - t.fit, floor),
                 t.value,
                 "-",
                 color=color(n),
@@ -271,13 +273,19 @@ def ratio_fit_figure(runs: dict, curves: dict, names: dict, levels: Sequence[flo
                 label=names[n] if i == 0 else None,
             )
         c = curves[n]
-        ax.plot(c.levels, c.mean, "o", color=color(n), markersize=6, markeredgecolor="k")
+        ax.plot(1 - c.levels, c.mean, "o", color=color(n), markersize=6, markeredgecolor="k")
     for x in levels:
-        ax.axvline(x, color="0.6", linestyle=":", linewidth=1)
+        ax.axvline(1 - x, color="0.6", linestyle=":", linewidth=1)
     ax.axhline(1.0, color="0.3", linewidth=0.8)
+    ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.invert_xaxis()
+    plain_log_axis(ax, "x")
     plain_log_axis(ax, "y")
-    ax.set(xlabel="clean training accuracy", ylabel="median noisy / median clean norm")
+    ax.set(
+        xlabel="clean training error (1 - clean training accuracy)",
+        ylabel="median noisy / median clean norm",
+    )
     ax.set_title(title)
     legend_below(ax, title="lines: one run (its probed epochs); dots: mean at the levels read")
     return fig

@@ -191,10 +191,11 @@ names = text.accuracy_legends(acc)
 bars = f"mean over {len(seeds)} seeds; bars: range over seeds"
 
 # %% [markdown]
-# ## Figure 1: the noisy/clean ratio against clean training accuracy (matched fit)
+# ## Figure 1: the noisy/clean ratio against the clean training fit (matched fit)
 # Median noisy / median clean `"batch"` norm at each probed epoch against the run's clean
-# training accuracy there, one colour per norm (thin lines: runs); dots: the mean over seeds
-# where each run first reaches each level of `fit_levels` (interpolated within the run).
+# training error there (1 - clean training accuracy, log axis: training runs left to right),
+# one colour per norm (thin lines: runs); dots: the mean over seeds where each run first reaches
+# each level of `fit_levels` (dotted lines; interpolated within the run).
 
 # %%
 runs_fit = {n: grad_fit.trajectories(histories[n]) for n in norms}
