@@ -120,6 +120,14 @@ _TRAIN = {
 _NORMS = {"norms": choice_list(NORMS, min_len=2)}
 _TRAINER = {"trainer": choice("auto", "plain", "packed")}  # packed: LeNets only (_cross_trainer)
 _RARE = {"rare_share": number(), "rare_class": number(integer=True)}  # ranges: _cross_rare
+# each norm's recipe (bnpaper.recipes): the protocol, the learning-rate search, training to fit
+_FAIR = {
+    "protocol": choice("fair", "paper"),
+    "lr_grid": number_list(0.0, 10.0, min_len=5, lo_open=True),  # rule: lr_choice.check_grid
+    "n_val": number(1, None, integer=True),
+    "lr_seeds": int_list(0),
+    "fit_level": number(0.0, 1.0, lo_open=True),
+}
 
 DECLARATIONS: dict[str, dict[str, Rule]] = {
     "01_forced_memorization": {
@@ -270,9 +278,27 @@ def _cross_rare(p: dict, used: bool) -> None:
     )
 
 
+def _cross_fair(p: dict) -> None:
+    """The fair protocol's search: a grid by claims.yaml's rule (`lr_choice.check_grid`), and
+    validation images that leave the training subsets room in the training set."""
+    if "protocol" not in p or p["protocol"] != "fair":
+        return
+    from .lr_choice import check_grid
+
+    check_grid("lr_grid", p["lr_grid"])
+    size = DATASET_SIZES[p["dataset"]]
+    require(
+        p["n_train"] + p["n_val"] <= size,
+        f"n_val={p['n_val']} is out of range; allowed: an integer in [1, {size} - n_train = "
+        f"{size - p['n_train']}] (validation images are held out of the {p['dataset']} "
+        "training set, the learning-rate search's subsets drawn from the rest)",
+    )
+
+
 def _cross_01(p: dict) -> None:
     _cross_rare(p, "rare" in p["corruption"])
     _cross_trainer(p)
+    _cross_fair(p)
 
 
 def _cross_03(p: dict) -> None:
