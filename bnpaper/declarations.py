@@ -138,6 +138,9 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         **_RARE,
         "clean_level": number(0.0, 1.0, lo_open=True, hi_open=True),
         **_TRAINER,
+        **_FAIR,
+        "fit_levels": number_list(0.0, 1.0, lo_open=True),  # each at most fit_level: _cross_01
+        "effective_lr": number_list(0.0, 100.0, min_len=0, lo_open=True),
     },
     "02_gradient_dynamics": {
         **_DATA,
@@ -299,6 +302,19 @@ def _cross_01(p: dict) -> None:
     _cross_rare(p, "rare" in p["corruption"])
     _cross_trainer(p)
     _cross_fair(p)
+    if p["protocol"] == "fair":
+        high = [x for x in p["fit_levels"] if x > p["fit_level"]]
+        require(
+            not high,
+            f"fit_levels={p['fit_levels']!r} has {high} above fit_level={p['fit_level']!r}; "
+            "allowed: levels at most fit_level (a model stops there: no reading beyond it)",
+        )
+        fast = [f for f in p["effective_lr"] if f * max(p["lr_grid"]) > 10.0]
+        require(
+            not fast,
+            f"effective_lr={p['effective_lr']!r}: {fast} times the largest lr of lr_grid exceeds "
+            "10; allowed: factors whose raised learning rate stays at most 10",
+        )
 
 
 def _cross_03(p: dict) -> None:
