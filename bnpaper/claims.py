@@ -184,7 +184,8 @@ class Verdict:
 
     def line(self) -> str:
         """The row as one line of text: claim, paper, estimate with its interval and unit,
-        verdict with its note, and the clean test accuracies it was read beside."""
+        verdict with its note, and the clean training (where the row has them: a reading at
+        matched fit) and test accuracies it was read beside."""
         unit = str(self.fields.get("unit", "")).split(";")[0]
         if math.isfinite(self.measured):
             est = f"{_num(self.measured)} [{_num(self.lo)}, {_num(self.hi)}]"
@@ -192,12 +193,13 @@ class Verdict:
             est = "no estimate"
         verdict = f"{self.verdict} ({self.magnitude})" if self.magnitude else self.verdict
         text = f"- {self.claim}: paper {self.paper}; measured {est} {unit} -> {verdict}"
-        acc = self.fields.get("clean_test_acc")
-        if isinstance(acc, Mapping) and acc:
-            from .plots import label
+        from .plots import label
 
-            accs = ", ".join(f"{label(k)} {_acc(v)}" for k, v in acc.items())
-            text += f"; clean test accuracy {accs}"
+        for key, words in (("clean_train_acc", "clean training"), ("clean_test_acc", "clean test")):
+            acc = self.fields.get(key)
+            if isinstance(acc, Mapping) and acc:
+                accs = ", ".join(f"{label(k)} {_acc(v)}" for k, v in acc.items())
+                text += f"; {words} accuracy {accs}"
         return text
 
 

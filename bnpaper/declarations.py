@@ -129,6 +129,14 @@ _TRAIN = {
 _NORMS = {"norms": choice_list(NORMS, min_len=2)}
 _TRAINER = {"trainer": choice("auto", "plain", "packed")}  # packed: LeNets only (_cross_trainer)
 _RARE = {"rare_share": number(), "rare_class": number(integer=True)}  # ranges: _cross_rare
+# each norm's recipe (bnpaper.recipes): the protocol, the learning-rate search, training to fit
+_FAIR = {
+    "protocol": choice("fair", "paper"),
+    "lr_grid": number_list(0.0, 10.0, min_len=5, lo_open=True),  # rule: lr_choice.check_grid
+    "n_val": number(1, None, integer=True),
+    "lr_seeds": int_list(0),
+    "fit_level": number(0.0, 1.0, lo_open=True),
+}
 
 DECLARATIONS: dict[str, dict[str, Rule]] = {
     "01_forced_memorization": {
@@ -139,6 +147,9 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         **_RARE,
         "clean_level": number(0.0, 1.0, lo_open=True, hi_open=True),
         **_TRAINER,
+        **_FAIR,
+        "fit_levels": number_list(0.0, 1.0, lo_open=True),  # each at most fit_level: _cross_01
+        "effective_lr": number_list(0.0, 100.0, min_len=0, lo_open=True),
     },
     "02_gradient_dynamics": {
         **_DATA,
@@ -301,9 +312,40 @@ def _cross_rare(p: dict, used: bool) -> None:
     )
 
 
+def _cross_fair(p: dict) -> None:
+    """The fair protocol's search: a grid by claims.yaml's rule (`lr_choice.check_grid`), and
+    validation images that leave the training subsets room in the training set."""
+    if "protocol" not in p or p["protocol"] != "fair":
+        return
+    from .lr_choice import check_grid
+
+    check_grid("lr_grid", p["lr_grid"])
+    size = DATASET_SIZES[p["dataset"]]
+    require(
+        p["n_train"] + p["n_val"] <= size,
+        f"n_val={p['n_val']} is out of range; allowed: an integer in [1, {size} - n_train = "
+        f"{size - p['n_train']}] (validation images are held out of the {p['dataset']} "
+        "training set, the learning-rate search's subsets drawn from the rest)",
+    )
+
+
 def _cross_01(p: dict) -> None:
     _cross_rare(p, "rare" in p["corruption"])
     _cross_trainer(p)
+    _cross_fair(p)
+    if p["protocol"] == "fair":
+        high = [x for x in p["fit_levels"] if x > p["fit_level"]]
+        require(
+            not high,
+            f"fit_levels={p['fit_levels']!r} has {high} above fit_level={p['fit_level']!r}; "
+            "allowed: levels at most fit_level (a model stops there: no reading beyond it)",
+        )
+        fast = [f for f in p["effective_lr"] if f * max(p["lr_grid"]) > 10.0]
+        require(
+            not fast,
+            f"effective_lr={p['effective_lr']!r}: {fast} times the largest lr of lr_grid exceeds "
+            "10; allowed: factors whose raised learning rate stays at most 10",
+        )
 
 
 def _cross_03(p: dict) -> None:

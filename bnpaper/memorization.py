@@ -62,20 +62,34 @@ def paired(a: Sequence[float], b: Sequence[float]) -> Estimate:
     return t_paired_diff(a, b)
 
 
+def held(values: Sequence[float], length: int) -> np.ndarray:
+    """A per-epoch curve of a model that stopped at fit, extended to `length` evaluated epochs
+    with its last value: a stopped model is frozen, so every later reading equals its last."""
+    v = np.asarray(values, float)
+    return np.concatenate([v, np.full(length - len(v), v[-1])]) if len(v) < length else v
+
+
 @dataclass(frozen=True)
 class Runs:
-    """The histories of notebook 01, {(corruption, norm, seed): per-epoch history}."""
+    """The histories of notebook 01, {(corruption, norm, seed): per-epoch history}. Models that
+    stopped at fit (`TrainConfig.fit_level`) have shorter histories: every curve is read on the
+    longest run's epochs, a stopped model held at its last evaluated value (`held`)."""
 
     histories: dict
     seeds: tuple
 
     @property
     def epochs(self) -> np.ndarray:
-        return np.asarray(next(iter(self.histories.values()))["epoch"], float)
+        return np.asarray(max((h["epoch"] for h in self.histories.values()), key=len), float)
 
     def curves(self, corr: str, norm: str, key: str) -> np.ndarray:
         """(seeds, evaluated epochs) of one history entry."""
-        return np.array([self.histories[corr, norm, s][key] for s in self.seeds], dtype=float)
+        n = len(self.epochs)
+        return np.array([held(self.histories[corr, norm, s][key], n) for s in self.seeds])
+
+    def stopped(self, corr: str, norm: str) -> np.ndarray:
+        """(seeds,) the epoch each model stopped training (at fit, or its epoch cap)."""
+        return np.array([self.histories[corr, norm, s]["epoch"][-1] for s in self.seeds], float)
 
     def last(self, corr: str, norm: str, key: str) -> float:
         """The mean over seeds of one history entry at the last evaluated epoch."""
@@ -91,8 +105,9 @@ class Runs:
 
     def mem(self, corr: str, norm: str) -> np.ndarray:
         """(seeds, evaluated epochs) memorization of the corruption's atypical subset."""
+        n = len(self.epochs)
         return np.array(
-            [memorization_curve(self.histories[corr, norm, s], corr) for s in self.seeds]
+            [held(memorization_curve(self.histories[corr, norm, s], corr), n) for s in self.seeds]
         )
 
     def test_acc(self, corr: str, norms: Sequence[str]) -> dict[str, float]:

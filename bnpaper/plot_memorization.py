@@ -262,3 +262,34 @@ def clean_accuracy_figure(
     for ax in axes:
         legend_below(ax, title=band_title, title_fontsize=7, ncol=2)
     return fig
+
+
+def matched_fit_figure(
+    curves: dict, arm: dict, levels: Sequence[float], titles: dict, band_title: str
+) -> plt.Figure:
+    """Memorization against clean training accuracy, one panel per corruption kind, every norm on
+    it (`fit_rows.curves`: {corr: {norm: FitCurve}}): the mean over the runs, the band their
+    min..max, drawn up to the highest accuracy every run reached (beyond it a mean over fewer runs
+    would jump); `arm` {corr: {legend: FitCurve}}: no-BN at raised learning rates, dashed;
+    vertical dotted lines at the matched-fit `levels` the verdicts read."""
+    fig, axes = panels(len(curves), height=3.8)
+    for ax, (corr, by_norm) in zip(axes, curves.items()):
+        for norm, fc in by_norm.items():
+            ok = fc.reached == len(fc.values)
+            ax.plot(fc.levels[ok], fc.mean[ok], color=color(norm), label=label(norm))
+            if len(fc.values) > 1:
+                lo, hi = np.nanmin(fc.values[:, ok], 0), np.nanmax(fc.values[:, ok], 0)
+                ax.fill_between(fc.levels[ok], lo, hi, color=color(norm), alpha=0.15, lw=0)
+        for name, fc in arm.get(corr, {}).items():
+            ok = fc.reached == len(fc.values)
+            ax.plot(fc.levels[ok], fc.mean[ok], color=color("none"), ls="--", label=name)
+        for x in levels:
+            ax.axvline(x, color="k", lw=0.7, ls=":")
+        ax.set(
+            title=titles[corr],
+            xlabel="clean training accuracy (typical samples)",
+            ylabel=MEMORIZATION_YLABEL[corr],
+        )
+    fig.tight_layout()
+    figure_legend(fig, axes, title=band_title + "; dotted: the levels the verdicts read", ncol=5)
+    return fig

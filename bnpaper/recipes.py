@@ -97,7 +97,7 @@ class NormRecipes:
 
     def config(self, norm: str, **changes) -> TrainConfig:
         """The training configuration of `norm` (with `changes`, e.g. seed)."""
-        return replace(self.base, norm=norm, lr=self.lr(norm), **changes)
+        return replace(self.base, **{"norm": norm, "lr": self.lr(norm), **changes})
 
     def choice(self, norm: str) -> LrChoice | None:
         """The grid and validation accuracies `norm`'s learning rate was chosen from."""

@@ -113,9 +113,13 @@ def write_report(root: Path | None = None) -> str:
 # and the verdict come from the committed results. Every row is in figures/REPORT.md.
 SUMMARY = (
     ("01.typical.auc", {}, "BN learns typical samples faster (mean clean training accuracy)"),
-    ("01.final.flip", {}, "BN memorizes label-flipped samples more (final accuracy on the flips)"),
-    ("01.final.ood", {}, "BN memorizes out-of-distribution samples more (final accuracy on them)"),
-    ("01.final.rare", {}, "BN memorizes a rare class more (train minus held-out accuracy)"),
+    (
+        "01.converged.flip",
+        {},
+        "At matched fit (both trained to fit), BN memorizes label-flipped samples more",
+    ),
+    ("01.converged.ood", {}, "At matched fit, BN memorizes out-of-distribution samples more"),
+    ("01.converged.rare", {}, "At matched fit, BN memorizes a rare class more (train - held-out)"),
     ("02.noisy_vs_clean", {}, "BN: noisy samples' gradient norms far above clean (median ratio)"),
     ("03.auc.mix0.all", {}, "BN raises LiRA AUC on clean data (AUC points)"),
     ("03.auc.rare", {}, "BN raises LiRA exposure of rare samples (AUC points)"),
@@ -155,12 +159,27 @@ def _counts(claims: list[dict], family: str) -> str:
     return ", ".join(f"{verdicts.count(v)} {v}" for v in MARK)
 
 
+def _accuracies(claim: dict) -> str:
+    """A matched-fit row's clean training / test accuracy of both models at the reading, e.g.
+    "BN 0.99 / 0.80, no-BN 0.99 / 0.82 (clean train / test)"; "" for other rows."""
+    from .plots import label
+
+    train, test = claim.get("clean_train_acc"), claim.get("clean_test_acc")
+    if not (isinstance(train, dict) and isinstance(test, dict)):
+        return ""
+    both = ", ".join(
+        f"{label(k)} {fmt_number(train[k])} / {fmt_number(test.get(k))}" for k in train
+    )
+    return f"; {both} (clean train / test)"
+
+
 def _summary_row(words: str, claim: dict) -> str:
-    """One row of the README's summary: section, the claim in short, estimate, verdict."""
+    """One row of the README's summary: section, the claim in short, estimate (with both models'
+    accuracies for a reading at matched fit), verdict."""
     verdict = f"**{claim.get('verdict', 'inconclusive')}**"
     if claim.get("magnitude"):
         verdict += f" ({claim['magnitude']})"
-    cells = (claim["id"].split(".")[0], words, _estimate(claim), verdict)
+    cells = (claim["id"].split(".")[0], words, _estimate(claim) + _accuracies(claim), verdict)
     return "| " + " | ".join(table_cell(x) for x in cells) + " |"
 
 

@@ -393,3 +393,65 @@ def recipe_table(recipes) -> str:
         f"trains until its clean training accuracy reaches {recipes.base.fit_level:g}, at most "
         f"{recipes.base.epochs} epochs."
     )
+
+
+def epochs_table(used: dict, fit_level: float | None, cap: int) -> str:
+    """Notebook 01's table of `fit_rows.epochs_used`: per corruption and model, the epochs it
+    trained (mean and max over seeds), how many of its runs reached the fit level, and its final
+    clean training and test accuracy (means over seeds)."""
+    from .plots import label
+
+    rows = [
+        [
+            corr,
+            label(norm),
+            f"{u['mean']:.1f}",
+            f"{u['max']:.0f}",
+            "n/a" if fit_level is None else f"{u['fitted']}/{u['runs']}",
+            f"{u['train_acc']:.3f}",
+            f"{u['test_acc']:.3f}",
+        ]
+        for corr, by_norm in used.items()
+        for norm, u in by_norm.items()
+    ]
+    head = ["kind", "model", "epochs used (mean)", "max", "fitted", "clean train", "clean test"]
+    if fit_level is None:
+        rule = f"every model trains {cap} epochs"
+    else:
+        rule = (
+            f"each model stops once its clean training accuracy reaches {fit_level:g}, at most "
+            f"{cap} epochs; a run that hit the cap below it is censored"
+        )
+    return markdown_table(head, rows) + f"\n\n*Means over seeds; {rule}.*"
+
+
+def effective_lr_reading(rows: list) -> list[str]:
+    """Per corruption, what notebook 01's effective-learning-rate arm says (its rows
+    `01.converged.efflr` beside `01.converged.<kind>`, `claims.Verdict` after any correction):
+    whether some raised no-BN learning rate memorizes like BN at matched fit."""
+    out = []
+    base = {
+        r.fields["corruption"]: r
+        for r in rows
+        if r.id == f"01.converged.{r.fields.get('corruption')}"
+    }
+    arm = [r for r in rows if r.id == "01.converged.efflr"]
+    for corr in dict.fromkeys(r.fields["corruption"] for r in arm):
+        mine = [r for r in arm if r.fields["corruption"] == corr]
+        b = base.get(corr)
+        head = f"{corr}: BN minus no-BN {b.measured:+.3f} ({b.verdict})" if b else f"{corr}:"
+        parts = [
+            f"x{r.fields['factor']} lr {r.measured:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]" for r in mine
+        ]
+        closes = [r for r in mine if r.hi == r.hi and r.hi >= 0 >= r.lo or r.hi < 0]
+        if b is not None and b.verdict == "reproduced" and closes:
+            says = (
+                "a raised no-BN learning rate memorizes like BN at matched fit: BN's excess "
+                "reads as an effective-learning-rate effect"
+            )
+        elif all(r.lo > 0 for r in mine):
+            says = "no tested no-BN learning rate closes BN's excess at matched fit"
+        else:
+            says = "not separated at this budget"
+        out.append(f"{head}; against no-BN at {', '.join(parts)} -> {says}")
+    return out

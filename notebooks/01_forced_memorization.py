@@ -60,10 +60,17 @@ rare_class = -1  # rare: which class is rare; -1: a seeded choice per seed
 clean_level = 0.85  # clean training accuracy at which speed and its cost are read
 n_train = 4000  # training samples drawn from the training set (seeded)
 n_test = 2000  # clean test samples used for test accuracy
-epochs = 15  # training epochs
+protocol = "fair"  # fair (each norm its own lr, chosen on validation, trained to fit) | paper
+lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (>= 5, >= 1.5 decades)
+n_val = 1000  # fair: validation images held out of the training set for the search
+lr_seeds = [0]  # fair: seeds of the search (one model per norm, lr and seed)
+fit_level = 0.99  # fair: each model trains until its clean training accuracy reaches it, in (0, 1]
+fit_levels = [0.95, 0.98, 0.99]  # fair: clean training accuracies the matched-fit rows read
+effective_lr = [3.0]  # fair: no-BN also trained at these multiples of its lr ([]: none)
+epochs = 40  # epoch cap (fair: a model stops earlier once fitted) | the epochs (paper)
 seeds = [0, 1, 2, 3]  # one run per seed and norm; data subset and corruption follow the seed
 batch_size = 128  # SGD mini-batch size
-lr = 0.05  # peak learning rate (cosine schedule, momentum 0.9)
+lr = 0.05  # paper: the peak learning rate of every norm (cosine schedule, momentum 0.9)
 weight_decay = 5e-4  # L2 weight decay
 augment = False  # random crop + flip (CIFAR)
 trainer = "auto"  # auto (LeNets packed, one packed model per norm) | plain | packed
@@ -82,24 +89,39 @@ run = notebook.start(globals(), "01_forced_memorization")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-import dataclasses
-
 from IPython.display import Markdown, display
 
-from bnpaper import claims, data, memorization, plot_memorization, plots, text, train, units
+from bnpaper import claims, data, fit_rows, memorization, plot_memorization, plot_recipes, plots
+from bnpaper import recipes, text, units
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
 
 # %% [markdown]
-# Every model trains with one recipe; only its normalization and its seed change.
+# ## Each norm's recipe
+# Under the fair protocol every norm gets its own learning rate, chosen before any judged run by
+# the rule in `claims.yaml` (the largest validation accuracy on held-out training images, clean
+# data), and every model trains until it fits its clean training samples (`fit_level`), so that
+# BN and no-BN are compared when both have learned what they can. `protocol="paper"` trains every
+# norm with one learning rate for a fixed number of epochs: the paper's protocol.
 
 # %%
-recipe = train.TrainConfig.from_params(run.params)
+# NBVAL_IGNORE_OUTPUT
+chosen = recipes.norm_recipes(ds, run.params, norms, trainer)
+display(Markdown(text.recipe_table(chosen)))
+
+# %% [markdown]
+# Validation accuracy against the learning rate, one curve per norm; the chosen one is ringed.
+
+# %%
+if chosen.choices is not None:
+    title = f"learning-rate search: {chosen.search.n_train} clean images, {n_val} held out"
+    run.figure(plot_recipes.lr_choice_figure(chosen, title), "lr_choice")
 
 # %% [markdown]
 # Each (corruption, seed) draws one training subset, and every norm trains on that same subset
-# from the same seed, so BN and no-BN are compared *paired*.
+# from the same seed, so BN and no-BN are compared *paired*. Under the fair protocol no-BN also
+# trains at `effective_lr` times its own learning rate (the effective-learning-rate arm).
 
 # %%
 jobs, atypical = {}, {}  # (corruption, norm, seed) -> model to train; corruption -> atypical
@@ -110,8 +132,10 @@ for corr in corruption:
         )
         atypical[corr] = int(split.mask.sum())
         for norm in norms:
-            cfg = dataclasses.replace(recipe, norm=norm, seed=seed)
-            jobs[corr, norm, seed] = units.Job(split, cfg)
+            jobs[corr, norm, seed] = units.Job(split, chosen.config(norm, seed=seed))
+        for factor in effective_lr if protocol == "fair" else []:
+            cfg = chosen.config("none", seed=seed, lr=factor * chosen.lr("none"))
+            jobs[corr, fit_rows.arm_norm(factor), seed] = units.Job(split, cfg)
 
 # %% [markdown]
 # Each trained model is a cached unit: a re-run re-renders in seconds and trains only the models
@@ -121,9 +145,9 @@ for corr in corruption:
 # %%
 # NBVAL_IGNORE_OUTPUT
 descs = [f"{corr} {norm} seed {seed}" for corr, norm, seed in jobs]
-results = units.trained_all(list(jobs.values()), trainer, descs=descs)
-histories = {key: result.history for key, result in zip(jobs, results)}
-print(f"{len(histories)} models ready")
+results = units.trained_or_diverged(list(jobs.values()), trainer, descs=descs)
+histories, diverged = fit_rows.histories_of(jobs, results, norms)
+print(f"{len(histories)} models ready; diverged (effective-lr arm): {diverged or 'none'}")
 
 # %% [markdown]
 # The histories are read paired by seed; each model's final clean test accuracy goes into the
@@ -135,6 +159,16 @@ acc = {c: runs.test_acc(c, norms) for c in corruption}
 names = {c: text.accuracy_legends(acc[c]) for c in corruption}
 titles = text.corruption_titles(atypical, n_train, ood_source, rare_share, ds.n_classes)
 band = f"mean of {len(seeds)} seeds; band: range over seeds"
+
+# %% [markdown]
+# How long each model trained: under the fair protocol a model stops once it fits its clean
+# training samples, so BN and no-BN use different numbers of epochs; a run that hits the epoch
+# cap first is censored, and every verdict that reads it says so.
+
+# %%
+every = norms + [fit_rows.arm_norm(f) for f in effective_lr if protocol == "fair"]
+used = fit_rows.epochs_used(histories, corruption, every, seeds, chosen.base.fit_level)
+display(Markdown(text.epochs_table(used, chosen.base.fit_level, epochs)))
 
 # %% [markdown]
 # ## Figure 1: memorization curves
@@ -151,7 +185,20 @@ fig = plot_memorization.memorization_figure(
 run.figure(fig, "memorization_curves")
 
 # %% [markdown]
-# ## Figure 2: the rare class, trained vs held out
+# ## Figure 2: memorization at matched fit
+# The fair reading: memorization against clean training accuracy along training, every norm on
+# each panel (mean over the runs that reached each accuracy, band: their range). A curve above
+# another has memorized more *at the same fit*; a model that only trains faster lies on the same
+# curve. Dashed: no-BN at `effective_lr` times its own learning rate.
+
+# %%
+fit_curves = fit_rows.curves(histories, corruption, norms, seeds)
+arm = fit_rows.arm_curves(histories, corruption, effective_lr, seeds)
+fig = plot_memorization.matched_fit_figure(fit_curves, arm, fit_levels, titles, band)
+run.figure(fig, "memorization_at_fit")
+
+# %% [markdown]
+# ## Figure 3: the rare class, trained vs held out
 # Solid: the rare class's trained members; dashed: its held-out test samples; dotted: every
 # held-out class. The gap between solid and dashed is memorization of rare samples.
 
@@ -169,7 +216,7 @@ if "rare" in corruption:
     run.figure(fig, "rare_members")
 
 # %% [markdown]
-# ## Figure 3: loss on atypical vs clean samples (BN vs no-BN)
+# ## Figure 4: loss on atypical vs clean samples (BN vs no-BN)
 # Solid: mean cross-entropy on the atypical samples (against their training labels); dashed: on
 # clean training samples. The paper reports that BN drives the noisy loss down much faster.
 
@@ -184,7 +231,7 @@ fig = plot_memorization.loss_figure(
 run.figure(fig, "loss_noisy_vs_clean")
 
 # %% [markdown]
-# ## Figure 4: clean test accuracy
+# ## Figure 5: clean test accuracy
 # The utility side: every model must learn the task for the comparison to be fair.
 
 # %%
@@ -194,7 +241,7 @@ fig = plot_memorization.clean_accuracy_figure(runs.epochs, test_acc, test_titles
 run.figure(fig, "test_accuracy")
 
 # %% [markdown]
-# ## Figure 5: BN speeds up learning of typical samples, and what it costs
+# ## Figure 6: BN speeds up learning of typical samples, and what it costs
 # The typical samples are the clean training samples. Top: their accuracy per epoch, with the
 # epoch each model reaches `clean_level` (interpolated between evaluated epochs). Bottom:
 # memorization against clean training accuracy: at the same accuracy on the typical samples,
@@ -209,7 +256,7 @@ fig = plot_memorization.typical_figure(
 run.figure(fig, "typical_speed")
 
 # %% [markdown]
-# ## Figure 6: the controls — batch coupling or the learned gamma?
+# ## Figure 7: the controls — batch coupling or the learned gamma?
 # Final memorization of every model (a dot per seed, a bar at the mean); GroupNorm has a
 # learned gamma but no batch statistics, BN with gamma fixed at 1 has batch statistics but no
 # learned scale. The paper makes no claim here: this asks which part of BN carries its effect.
@@ -235,21 +282,39 @@ display(Markdown(text.memorization_table(summary, clean_level)))
 
 # %% [markdown]
 # ## Verdict
-# Each claim is a paired comparison over seeds (same data, same seed) with a 95% Student-t
-# interval, judged by its test in `bnpaper/claims.yaml` (the interval must exclude zero and the
-# estimate reach the claim's minimum effect; Holm's correction over this run's rows; a
-# "reproduced" turns "inconclusive" when the compared model's clean test accuracy is higher by
-# more than the tolerance). First the typical samples, per seed averaged over the corruptions:
-# no-BN's minus BN's epochs to `clean_level` and BN's minus no-BN's mean clean training accuracy
-# over training (Figure 5, top). Then per corruption, BN minus no-BN: final memorization,
-# memorization over training (the area under Figure 1's curve) and, for flips and OOD images,
-# the corrupted samples' loss over training (no-BN minus BN); the cost: memorization when each
-# model reaches `clean_level` clean training accuracy (Figure 5, bottom); each control minus
-# no-BN in final memorization (Figure 6).
+# **At matched fit: the primary reading of the fair protocol.** Per corruption, BN minus no-BN in
+# memorization where each run's clean training accuracy first reaches each of `fit_levels`
+# (interpolated within the run; a run that never gets there gives no reading) and at the end of
+# training, both trained to `fit_level`; each control minus no-BN at the end; BN minus no-BN at
+# `effective_lr` times its own learning rate. Paired over seeds, 95% Student-t intervals. A
+# "reproduced" needs the two models within 1 point of clean training accuracy and 2 points of
+# clean test accuracy at the reading (`claims.yaml`, `matched_fit`); censored runs are named.
 
 # %%
-rows = memorization.verdict_rows(
-    runs, corruption, norms, clean_level, dataset=dataset, budget=budget
+rows = []
+if protocol == "fair":
+    common = dict(dataset=dataset, budget=budget)
+    rows += fit_rows.verdict_rows(
+        histories, corruption, norms, seeds, fit_levels, fit_level, epochs, **common
+    )
+    rows += fit_rows.arm_rows(
+        histories, corruption, effective_lr, seeds, fit_level, epochs, **common
+    )
+
+# %% [markdown]
+# **The paper's readings, over epochs.** First the typical samples, per seed averaged over the
+# corruptions: no-BN's minus BN's epochs to `clean_level` and BN's minus no-BN's mean clean
+# training accuracy over training (Figure 6, top). Then per corruption, BN minus no-BN: final
+# memorization, memorization over training (the area under Figure 1's curve) and, for flips and
+# OOD images, the corrupted samples' loss over training (no-BN minus BN); memorization when each
+# model reaches `clean_level` (Figure 6, bottom); each control minus no-BN (Figure 7). Under the
+# fair protocol these are secondary rows, read over the epoch cap with each model held at its
+# stop; under `protocol="paper"` they are the only ones.
+
+# %%
+reading = "the paper's protocol" if protocol == "paper" else "secondary: over the epoch cap"
+rows += memorization.verdict_rows(
+    runs, corruption, norms, clean_level, dataset=dataset, budget=budget, reading=reading
 )
 rows = claims.holm(rows)  # Holm's correction within each family of this run's rows
 
@@ -259,8 +324,11 @@ rows = claims.holm(rows)  # Holm's correction within each family of this run's r
 
 # %%
 key_figures = ["memorization_curves", "typical_speed"] + (["controls"] if controls else [])
+key_figures = ["memorization_at_fit"] * (protocol == "fair") + key_figures
 run.save(
     {
+        "recipes": chosen.as_dict(),
+        "epochs_used": used,
         "summary": summary,
         "claims": rows,
         "key_figures": notebook.figure_paths(run, key_figures),
@@ -275,11 +343,15 @@ run.save(
 # NBVAL_CHECK_OUTPUT
 print(
     f"Forced memorization on {dataset} ({arch}, flip/ood {noise_frac:.0%} corrupted, rare class "
-    f"{rare_share:.0%} of the subset, {len(seeds)} seeds, {epochs} epochs, budget {budget})"
+    f"{rare_share:.0%} of the subset, {len(seeds)} seeds, budget {budget})"
 )
+print(f"Recipes: {chosen.name}; learning rates {chosen.as_dict()['lr']}")
 claims.show(rows)
 print("Controls (which part of BN carries its effect on memorization?):")
-print("\n".join(f"- {line}" for line in text.controls_reading(rows)))
+prefix = "01.converged.control." if protocol == "fair" else "01.control."
+print("\n".join(f"- {line}" for line in text.controls_reading(rows, prefix)))
+print("Effective learning rate (does a larger no-BN step memorize like BN at matched fit?):")
+print("\n".join(f"- {line}" for line in text.effective_lr_reading(rows)))
 print(
     "Paper: BN speeds up learning of typical samples and makes networks memorize atypical "
     "samples faster and more strongly."

@@ -77,13 +77,17 @@ def _summary_rows(block: str) -> list[str]:
 
 
 def test_readme_block_is_a_summary_of_at_most_12_rows_linking_to_the_report(tmp_path):
-    picked = {"id": "01.final.flip", "family": "paper", "verdict": "reproduced"}
+    picked = {"id": "01.converged.flip", "family": "paper", "verdict": "reproduced"}
+    fit = {
+        "clean_train_acc": {"bn": 0.99, "none": 0.991},
+        "clean_test_acc": {"bn": 0.8, "none": 0.82},
+    }
     _write(
         tmp_path,
         "01_forced_memorization",
         "fashion_mnist",
         [
-            {**picked, "claim": "long words", "measured": 0.49, "lo": 0.34, "hi": 0.64},
+            {**picked, **fit, "claim": "long words", "measured": 0.49, "lo": 0.34, "hi": 0.64},
             {"id": "01.x", "family": "paper", "verdict": "not reproduced", "claim": "unpicked"},
             {"id": "01.control.gn", "family": "exploratory", "verdict": "inconclusive"},
         ],
@@ -91,8 +95,10 @@ def test_readme_block_is_a_summary_of_at_most_12_rows_linking_to_the_report(tmp_
     _write(tmp_path, "03_lira", "other_dataset", [{"id": "03.auc.mix0.all", "measured": 2.0}])
     block = report.readme_block(tmp_path)
     assert block.startswith(report.START) and block.endswith(report.END)
-    words = dict((cid, w) for cid, _, w in report.SUMMARY)["01.final.flip"]
-    assert _summary_rows(block) == [f"| 01 | {words} | 0.490 [0.340, 0.640] | **reproduced** |"]
+    words = dict((cid, w) for cid, _, w in report.SUMMARY)["01.converged.flip"]
+    both = "BN 0.990 / 0.800, no-BN 0.991 / 0.820 (clean train / test)"
+    want = f"| 01 | {words} | 0.490 [0.340, 0.640]; {both} | **reproduced** |"
+    assert _summary_rows(block) == [want]
     assert "[figures/REPORT.md](figures/REPORT.md)" in block
     text = " ".join(block.split())
     assert "The paper's claims: 1 reproduced, 1 not reproduced, 0 inconclusive" in text

@@ -1,0 +1,104 @@
+"""Each norm's recipe: the learning-rate search on held-out data, its rule, the paper's protocol."""
+
+import math
+
+import pytest
+import torch
+
+from bnpaper import data, lr_choice, recipes, store, text, units
+from bnpaper.config import ConfigError
+from bnpaper.train import TrainConfig
+
+GRID = [0.001, 0.003, 0.01, 0.1, 10.0]  # 10: a learning rate a no-BN LeNet cannot train at
+
+
+def _dataset(n=400, n_test=40, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 4, (n + n_test,), generator=g)
+    x = (torch.rand(n + n_test, 1, 28, 28, generator=g) * 60).to(torch.uint8)
+    x[torch.arange(n + n_test), 0, 4 + 5 * y, 4:24] = 255
+    return data.Dataset("fashion_mnist", x[:n], y[:n], x[n:], y[n:], 4, (0.2,), (0.3,))
+
+
+def _params(**changes):
+    p = dict(
+        protocol="fair",
+        lr_grid=GRID,
+        n_val=100,
+        lr_seeds=[0],
+        n_train=64,
+        epochs=2,
+        batch_size=16,
+        lr=0.05,
+        weight_decay=5e-4,
+        arch="lenet",
+        fit_level=0.99,
+    )
+    return {**p, **changes}
+
+
+def test_the_search_chooses_by_the_rule_from_the_validation_accuracies_of_its_own_units():
+    ds = _dataset()
+    chosen = recipes.norm_recipes(ds, _params(), ["bn", "none"])
+    search = recipes.Search.from_params(_params())
+    splits = recipes.search_splits(ds, search)
+    for norm in ("bn", "none"):
+        jobs = [
+            units.Job(
+                splits[0], TrainConfig(norm=norm, lr=lr, epochs=2, batch_size=16, fit_level=0.99)
+            )
+            for lr in search.grid
+        ]
+        again = units.trained_or_diverged(jobs)  # the same units: loaded, not trained
+        acc = [math.nan if r is None else r.history["test_acc"][-1] for r in again]
+        want = lr_choice.choose_lr(search.grid, acc, "lenet", norm)
+        assert chosen.choice(norm).as_dict() == want.as_dict()
+        assert chosen.lr(norm) == want.lr
+        cfg = chosen.config(norm, seed=3)
+        assert (cfg.norm, cfg.lr, cfg.seed, cfg.fit_level) == (norm, want.lr, 3, 0.99)
+    # the validation images are held out of the search's training images and come from the
+    # training set: the search never sees a test image
+    split = splits[0]
+    assert len(split.x_test) == 100 and len(split.x) == 64
+    assert not torch.equal(split.x_test[:1], ds.x_test[:1])
+
+
+def test_a_diverged_grid_point_fails_is_stored_and_is_never_chosen(tmp_path):
+    ds = _dataset()
+    chosen = recipes.norm_recipes(ds, _params(), ["none"])
+    choice = chosen.choice("none")
+    assert choice.failed[-1] and math.isnan(choice.mean_val_acc[-1]) and choice.lr != 10.0
+    split = recipes.search_splits(ds, recipes.Search.from_params(_params()))[0]
+    cfg = TrainConfig(norm="none", lr=10.0, epochs=2, batch_size=16, fit_level=0.99)
+    s = store.Store()
+    assert s.has(
+        "diverged",
+        units._diverged_key(units.Job(split, cfg)),
+        split.fingerprint(),
+        module="bnpaper.units",
+    )
+    assert units.trained_or_diverged([units.Job(split, cfg)]) == [None]
+
+
+def test_the_papers_protocol_trains_every_norm_with_one_lr_for_fixed_epochs():
+    chosen = recipes.norm_recipes(_dataset(), _params(protocol="paper", lr=0.02), ["bn", "none"])
+    assert chosen.choices is None and chosen.base.fit_level is None
+    for norm in ("bn", "none"):
+        cfg = chosen.config(norm, seed=1)
+        assert (cfg.lr, cfg.epochs, cfg.fit_level) == (0.02, 2, None)
+    assert chosen.as_dict()["protocol"] == "paper"
+    assert "lr 0.02 for 2 epochs" in text.recipe_table(chosen)
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"protocol": "fast"}, "protocol='fast'"),
+        ({"fit_level": None}, "fit_level=None with protocol='fair'"),
+        ({"lr_grid": [0.01, 0.02, 0.03, 0.04, 0.05]}, "spans"),
+        ({"lr_seeds": []}, "lr_seeds=\\[\\] is empty"),
+    ],
+)
+def test_a_bad_recipe_parameter_is_one_clear_error_before_any_training(changes, match):
+    with pytest.raises(ConfigError, match=match):
+        recipes.check_protocol(_params(**changes))
