@@ -89,15 +89,6 @@ def per_arch(lo: int = 1) -> Rule:
     return rule
 
 
-def fit_level() -> Rule:
-    """A clean training accuracy in (0, 1] that models train to, or None (no fit rule)."""
-
-    def rule(name, v):
-        return None if v is None else check_number(name, v, 0.0, 1.0, lo_open=True)
-
-    return rule
-
-
 def executor() -> Rule:
     """An executor spec, checked by the code that opens it (`shadow.check_executor`)."""
     from .shadow import check_executor
@@ -159,12 +150,8 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "probe_epochs": int_list(0, min_len=2),
         "n_probe": number(10, None, integer=True),
         "probe_batches": number(1, None, integer=True),
-        "protocol": choice("fair", "paper"),  # the rest: recipes.check_protocol (_cross_02)
-        "lr_grid": number_list(0.0, None, min_len=1, lo_open=True),
-        "n_val": number(1, None, integer=True),
-        "lr_seeds": int_list(0),
-        "fit_level": fit_level(),
-        "fit_levels": number_list(0.0, 1.0, lo_open=True),
+        **_FAIR,
+        "fit_levels": number_list(0.0, 1.0, lo_open=True),  # each at most fit_level: _cross_02
     },
     "03_lira": {
         **_DATA,
@@ -267,21 +254,12 @@ def _cross_trainer(p: dict) -> None:
 
 
 def _cross_02(p: dict) -> None:
-    from .recipes import check_protocol
-
-    check_protocol(p)  # fair: fit_level, lr_grid (claims.yaml's rule), n_val, lr_seeds
-    size = DATASET_SIZES[p["dataset"]]
-    require(
-        p["protocol"] == "paper" or p["n_train"] + p["n_val"] <= size,
-        f"n_val={p['n_val']} is out of range; allowed: an integer in [1, {size} - n_train = "
-        f"{size - p['n_train']}] (the learning rates are chosen on images held out of the "
-        f"{p['dataset']} training set)",
-    )
-    high = [x for x in p["fit_levels"] if p["fit_level"] is not None and x > p["fit_level"]]
+    _cross_fair(p)
+    high = [x for x in p["fit_levels"] if x > p["fit_level"]]
     require(
         p["protocol"] == "paper" or not high,
-        f"fit_levels={p['fit_levels']!r} must not exceed fit_level={p['fit_level']!r} (a model "
-        f"stops there: nothing above it is read); above it: {high}",
+        f"fit_levels={p['fit_levels']!r} has {high} above fit_level={p['fit_level']!r}; "
+        "allowed: levels at most fit_level (a model stops there: no reading beyond it)",
     )
     pe = p["probe_epochs"]
     require(
