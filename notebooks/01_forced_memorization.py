@@ -337,7 +337,7 @@ run.save(
 )
 
 # %% [markdown]
-# The verdicts, then what the two controls say about which part of BN carries its effect.
+# The verdicts, one line each.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -347,6 +347,13 @@ print(
 )
 print(f"Recipes: {chosen.name}; learning rates {chosen.as_dict()['lr']}")
 claims.show(rows)
+
+# %% [markdown]
+# What the two controls say about which part of BN carries its effect, and what the
+# effective-learning-rate arm says.
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print("Controls (which part of BN carries its effect on memorization?):")
 prefix = "01.converged.control." if protocol == "fair" else "01.control."
 print("\n".join(f"- {line}" for line in text.controls_reading(rows, prefix)))
