@@ -120,12 +120,15 @@ def lira_pools(
     return Pools.of(shadow, masks)
 
 
-def lira_norm_recipes(ds: Dataset, p: Mapping, store=None) -> NormRecipes:
-    """The recipes of 03's norms (`p['norms']`) from its resolved parameters `p`: under the fair
-    protocol each norm's learning rate searched (cached units) on n_train // 2 clean images, the
-    shadows' training-set size; the same units whoever asks (03, 05)."""
+def lira_norm_recipes(
+    ds: Dataset, p: Mapping, extra: Sequence[str] = (), store=None
+) -> NormRecipes:
+    """The recipes of 03's norms (`p['norms']`, and `extra` ones: 05's frontier alternatives)
+    from its resolved parameters `p`: under the fair protocol each norm's learning rate searched
+    (cached units, one per norm, lr and seed) on n_train // 2 clean images, the shadows'
+    training-set size; the same units whoever asks (03, 05)."""
     p = {"protocol": "paper", **p}  # parameters that name no protocol: the paper's
-    norms = p.get("norms", ("bn", "none"))
+    norms = list(dict.fromkeys([*p.get("norms", ("bn", "none")), *extra]))
     return norm_recipes(ds, p, norms, p["trainer"], n_train=p["n_train"] // 2, store=store)
 
 

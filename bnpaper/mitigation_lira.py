@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -43,11 +43,12 @@ class LiraComparison:
         return mia.roc(self.scores[name].ravel(), self.keep.ravel())
 
 
-def lira_recipe(ds, p03: Mapping) -> units.LiraRecipe:
+def lira_recipe(ds, p03: Mapping, norms: Sequence[str] = ()) -> units.LiraRecipe:
     """Notebook 03's shadow recipe from its resolved parameters `p03`: under the fair protocol
-    each norm's learning rate from 03's search (the same cached units 03 trained) and its fit
-    level; under the paper's, 03's shared recipe."""
-    return units.LiraRecipe.from_params(p03, lira_norm_recipes(ds, p03))
+    each norm's learning rate from 03's search (the same cached units 03 trained; `norms` that
+    03 does not train, e.g. a frontier's GroupNorm, searched by the same rule) and its fit level;
+    under the paper's, 03's shared recipe."""
+    return units.LiraRecipe.from_params(p03, lira_norm_recipes(ds, p03, norms))
 
 
 def lira_pools(ds, p03: Mapping, mitigation: MitigationConfig) -> tuple[dict, np.ndarray, float]:
@@ -83,7 +84,8 @@ def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, lineup: Lineup
         lineup.alternatives,
         lineup.chosen,
     )
-    recipe = dataclasses.replace(lira_recipe(ds, p03), n_shadows=n_shadows)
+    norms = [v.norm for v in (bn, *points, *alternatives, chosen)]
+    recipe = dataclasses.replace(lira_recipe(ds, p03, norms), n_shadows=n_shadows)
     mix, seed = max(p03["outlier_frac"]), p03["seeds"][0]
 
     def measure(v: Variant) -> tuple[np.ndarray, np.ndarray]:
