@@ -279,6 +279,14 @@ class LiraRecipe:
             fit_level=self.fit_level,
         )
 
+    @property
+    def words(self) -> str:
+        """The shadows' training rule in words (the paper's protocol named as such)."""
+        if self.protocol == "paper":
+            return f"the paper's protocol: lr {self.lr:g} for every norm, {self.epochs} epochs"
+        lrs = ", ".join(f"{n} {lr:.3g}" for n, lr in self.norm_lr)
+        return f"fair protocol: lr {lrs}, to clean fit {self.fit_level:g}, <= {self.epochs} epochs"
+
     def as_dict(self) -> dict:
         """The shadows' training rule as results.json records it."""
         return {

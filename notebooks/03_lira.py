@@ -34,6 +34,11 @@
 # **Rare samples** (the paper's third kind): per seed one more pool where one class makes up
 # only `rare_share` of it, far below its natural share 1/classes; LiRA on its members.
 #
+# **Protocol.** By default (`protocol="fair"`, issue 22) each norm trains with its own learning
+# rate, chosen on held-out data, and every shadow trains until its clean training accuracy on
+# its IN examples reaches `fit_level` (at most `epochs`): the verdicts compare BN with no-BN at
+# matched fit. `protocol="paper"` is the paper's protocol: one learning rate, fixed epochs.
+#
 # **Data size.** Our pools hold thousands of images, the paper's presumably whole training sets
 # (50,000-60,000; it gives no size): does the gap shrink over the clean pools of `size_sweep`?
 #
@@ -184,6 +189,7 @@ minimums = {m: claims.claim(claims.lira_claim_id(m, "all")).get("threshold") for
 paper_range = claims.claim("03.auc.mix0.all")["paper_range"]
 title = (
     f"online LiRA, {n_shadows} models per norm, {len(seeds)} pool(s) of {n_train}; 95% intervals"
+    f"\n{recipe.words}"
 )
 fig = plot_lira.delta_auc_figure(outlier_frac, deltas, minimums, paper_range, pools.acc, title)
 run.figure(fig, "delta_auc")
@@ -325,8 +331,7 @@ run.save({**results, "key_figures": notebook.figure_paths(run, key_figures)})
 # NBVAL_CHECK_OUTPUT
 print(
     f"LiRA on {dataset} ({arch}, {outlier_kind} outliers, {n_shadows} models per norm, "
-    f"{len(seeds)} seed(s), {recipe.protocol} protocol, {epochs} epochs"
-    f"{' at most' if recipe.fit_level else ''}, budget {budget})"
+    f"{len(seeds)} seed(s), budget {budget}; {recipe.words})"
 )
 claims.show(rows)
 for line in text.controls_reading(rows, "03.control.", "case", "the attack's AUC"):
