@@ -127,7 +127,8 @@ def lira_norm_recipes(
     from its resolved parameters `p`: under the fair protocol each norm's learning rate searched
     (cached units, one per norm, lr and seed) on n_train // 2 clean images, the shadows'
     training-set size; the same units whoever asks (03, 05)."""
-    p = {"protocol": "paper", **p}  # parameters that name no protocol: the paper's
+    # parameters that name no protocol: the paper's; augment 'auto' resolved as the shadows' is
+    p = {"protocol": "paper", **p, "augment": units.augment_of(p)}
     norms = list(dict.fromkeys([*p.get("norms", ("bn", "none")), *extra]))
     return norm_recipes(ds, p, norms, p["trainer"], n_train=p["n_train"] // 2, store=store)
 

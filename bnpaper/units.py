@@ -233,11 +233,8 @@ class LiraRecipe:
         norms' `recipes` (a `recipes.NormRecipes`, `exposure.lira_norm_recipes`; needed when
         p['protocol'] is 'fair'; without them, parameters that name no protocol give the
         paper's)."""
-        augment = p["augment"]
-        if augment == "auto":
-            augment = p["dataset"] in ("cifar10", "cifar100")
         names = [f.name for f in fields(cls) if f.name not in _LIRA_RULES]
-        base = cls(augment=bool(augment), **{name: p[name] for name in names})
+        base = cls(augment=augment_of(p), **{name: p[name] for name in names})
         protocol = p.get("protocol", "paper") if recipes is None else recipes.protocol
         if recipes is None or protocol == "paper":
             if protocol != "paper":
@@ -295,6 +292,15 @@ class LiraRecipe:
             "fit_level": self.fit_level,
             "epoch_cap" if self.protocol == "fair" else "epochs": self.epochs,
         }
+
+
+def augment_of(p: Mapping) -> bool:
+    """Whether 03's models train (and are queried) with augmentation: p['augment'], 'auto' being
+    on for CIFAR."""
+    augment = p["augment"]
+    if augment == "auto":
+        augment = p["dataset"] in ("cifar10", "cifar100")
+    return bool(augment)
 
 
 _LIRA_RULES = ("augment", "protocol", "norm_lr", "fit_level")  # not read from the parameters

@@ -93,6 +93,7 @@ def test_lira_norm_recipes_search_on_half_the_pool_and_05_reuses_03s_units(tmp_p
     assert got.protocol == "fair" and got.search.n_train == FAIR["n_train"] // 2
     assert {c.norm for c in got.choices.choices} == {"bn", "none"}
     assert all(got.lr(n) in GRID for n in ("bn", "none"))
+    assert got.base.augment is False  # 'auto' on digits: the shadows' own (off), not "auto"
     from bnpaper import packed_fit
 
     monkeypatch.setattr(packed_fit, "fit_pack", None)  # a second search trains nothing
