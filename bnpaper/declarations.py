@@ -172,6 +172,11 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "rare_pool": flag(),
         **_RARE,
         "size_sweep": int_list(2, min_len=0),
+        "protocol": choice("fair", "paper"),  # fair: each norm its lr, to fit (recipes.py)
+        "lr_grid": number_list(0.0, 10.0, lo_open=True),
+        "n_val": number(1, None, integer=True),
+        "lr_seeds": int_list(0),
+        "fit_level": number(0.0, 1.0, lo_open=True),
     },  # ranges: _cross_03
     "04_theory": {
         **_DATA,
@@ -333,6 +338,17 @@ def _cross_03(p: dict) -> None:
     )
     _cross_trainer(p)
     _cross_size_sweep(p)
+    if p["protocol"] == "fair":
+        from .lr_choice import check_grid
+
+        check_grid("lr_grid", p["lr_grid"])
+        size = DATASET_SIZES[p["dataset"]]
+        require(
+            p["n_train"] // 2 + p["n_val"] <= size,
+            f"n_val={p['n_val']} is out of range; allowed: an integer in [1, {size} - n_train // 2"
+            f" = {size - p['n_train'] // 2}] (validation images are held out of the "
+            f"{p['dataset']} training set, the lr search's images drawn from the rest)",
+        )
 
 
 SIZE_SWEEP_MIN = (4, 8)  # at least 4 pool sizes, the largest at least 8x the smallest

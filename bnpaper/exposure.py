@@ -3,12 +3,14 @@ the paired BN - no-BN delta-AUC, the pools with a rare class, and the verdict ro
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from . import claims, mia, units
+from .recipes import NormRecipes, norm_recipes
 from .memorization import CONTROLS
 from .plots import label
 from .shadow import ShadowPool
@@ -42,18 +44,36 @@ def _mean(pools: Sequence[ShadowPool], field: str) -> float:
     return float(np.mean([getattr(p, field).mean() for p in pools]))
 
 
+def fit_of(pools: Sequence[ShadowPool]) -> dict:
+    """How the models of `pools` (one norm, every seed) fit: their mean clean training accuracy on
+    their own IN examples, the epochs they trained (mean, max; NaN: not recorded) and how many hit
+    the epoch cap below the fit level (censored), of how many models."""
+    epochs = [p.epochs for p in pools if p.epochs is not None]
+    e = np.concatenate(epochs).astype(float) if epochs else np.array([np.nan])
+    censored = sum(int(p.censored.sum()) for p in pools if p.censored is not None)
+    return {
+        "train_clean_acc": _mean(pools, "train_clean_acc"),
+        "epochs_mean": float(e.mean()),
+        "epochs_max": float(e.max()),
+        "censored": censored,
+        "models": sum(len(p.keep) for p in pools),
+    }
+
+
 # ---------------------------------------------------------------- the pools
 @dataclass(frozen=True)
 class Pools:
     """Shadow pools `shadow` {(mix, seed, norm): ShadowPool} with the (N,) outlier (or rare-class)
     mask of each (mix, seed) pool; `acc` and `gap` {mix: {norm: float}}: clean test accuracy and
-    train-test gap, means over the models of every seed. The norms of a (mix, seed) share one
-    keep matrix: every comparison between them is paired."""
+    train-test gap, means over the models of every seed; `fit` {mix: {norm: `fit_of`}}: clean
+    training accuracy on the IN examples, epochs used, censored models. The norms of a (mix, seed)
+    share one keep matrix: every comparison between them is paired."""
 
     shadow: Mapping[tuple, ShadowPool]
     masks: Mapping[tuple, np.ndarray]
     acc: Mapping[object, Mapping[str, float]]
     gap: Mapping[object, Mapping[str, float]]
+    fit: Mapping[object, Mapping[str, dict]]
 
     @classmethod
     def of(cls, shadow: Mapping[tuple, ShadowPool], masks: Mapping[tuple, np.ndarray]) -> Pools:
@@ -63,7 +83,8 @@ class Pools:
             f: {m: {n: _mean([shadow[m, s, n] for s in seeds], f) for n in norms} for m in mixes}
             for f in ("test_acc", "gap")
         }
-        return cls(dict(shadow), dict(masks), means["test_acc"], means["gap"])
+        fit = {m: {n: fit_of([shadow[m, s, n] for s in seeds]) for n in norms} for m in mixes}
+        return cls(dict(shadow), dict(masks), means["test_acc"], means["gap"], fit)
 
     @property
     def mixes(self) -> list:
@@ -86,26 +107,60 @@ class Pools:
         return mia.example_groups(self.masks[mix, seed])
 
 
-def lira_pools(ds: Dataset, p: Mapping, mixes: Sequence) -> Pools:
-    """Notebook 03's pools from its resolved parameters `p`: per mix (or "rare") and seed of
-    p['seeds'] one pool of examples, and p['n_shadows'] models per norm of p['norms']."""
-    recipe = units.LiraRecipe.from_params(p)
+def lira_pools(
+    ds: Dataset, p: Mapping, mixes: Sequence, recipe: units.LiraRecipe | None = None
+) -> Pools:
+    """Notebook 03's pools from its resolved parameters `p` and shadow `recipe` (default: the
+    paper's protocol, `LiraRecipe.from_params(p)`): per mix (or "rare") and seed of p['seeds']
+    one pool of examples, and p['n_shadows'] models per norm of p['norms']."""
+    recipe = recipe or units.LiraRecipe.from_params(p)
     seeds = p["seeds"]
     masks = {(m, s): units.lira_split(ds, recipe, m, s).mask.numpy() for m in mixes for s in seeds}
     shadow = {(m, s, n): units.lira_pool(ds, recipe, m, s, n) for m, s in masks for n in p["norms"]}
     return Pools.of(shadow, masks)
 
 
+def lira_norm_recipes(
+    ds: Dataset, p: Mapping, extra: Sequence[str] = (), store=None
+) -> NormRecipes:
+    """The recipes of 03's norms (`p['norms']`, and `extra` ones: 05's frontier alternatives)
+    from its resolved parameters `p`: under the fair protocol each norm's learning rate searched
+    (cached units, one per norm, lr and seed) on n_train // 2 clean images, the shadows'
+    training-set size; the same units whoever asks (03, 05)."""
+    # parameters that name no protocol: the paper's; augment 'auto' resolved as the shadows' is
+    p = {"protocol": "paper", **p, "augment": units.augment_of(p)}
+    norms = list(dict.fromkeys([*p.get("norms", ("bn", "none")), *extra]))
+    return norm_recipes(ds, p, norms, p["trainer"], n_train=p["n_train"] // 2, store=store)
+
+
 def per_model(pools: Pools) -> dict:
-    """Every model's clean test accuracy, training accuracy and train-test gap, by pool key."""
+    """Every model's clean test accuracy, training accuracy (all and clean IN examples), train-test
+    gap, epochs trained and censoring, by pool key."""
     return {
         "/".join(map(str, k)): {
             "test_acc": p.test_acc.tolist(),
             "train_acc": p.train_acc.tolist(),
+            "train_clean_acc": p.train_clean_acc.tolist(),
             "gap": p.gap.tolist(),
+            "epochs": None if p.epochs is None else p.epochs.tolist(),
+            "censored": None if p.censored is None else p.censored.tolist(),
         }
         for k, p in pools.shadow.items()
     }
+
+
+def recipe_results(recipes: NormRecipes, recipe: units.LiraRecipe, pools) -> dict:
+    """What results.json records of the recipes: `recipes.as_dict()` (the protocol, each
+    norm's learning rate, the fit rule, the search), the shadows' rule (`shadows`) and how every
+    norm's shadows fit per pool (`fit`, `fit_results` of `pools`)."""
+    return {**recipes.as_dict(), "shadows": recipe.as_dict(), "fit": fit_results(pools)}
+
+
+def fit_results(pools: Pools | Sequence[Pools | None]) -> dict:
+    """How every norm's models fit per mix of `pools` (one or a list; None left out), as
+    results.json stores it {"mix/norm": `fit_of`}."""
+    every = [p for p in (pools if isinstance(pools, (list, tuple)) else [pools]) if p is not None]
+    return {f"{m}/{n}": f for p in every for m, by in p.fit.items() for n, f in by.items()}
 
 
 # ---------------------------------------------------------------- the attacks
@@ -250,6 +305,7 @@ class RareExposure:
     n_nonmembers: Mapping[str, int]
     acc: Mapping[str, float]
     gap: Mapping[str, float]
+    fit: Mapping[str, dict] | None = None  # {norm: `fit_of`}
 
     def results(self) -> dict:
         """The JSON-able results entry."""
@@ -260,6 +316,7 @@ class RareExposure:
             "mem": self.mem,
             "acc": self.acc,
             "gap": self.gap,
+            "fit": self.fit,
             "n": self.n,
         }
 
@@ -304,16 +361,46 @@ def rare_exposure(pools: Pools, sigma_floor: float, n_boot: int) -> RareExposure
         n_nonmembers={g: int((~first[sub[seeds[0]][g]]).sum()) for g in RARE_GROUPS},
         acc={n: pools.acc[mix][n] for n in norms},
         gap={n: pools.gap[mix][n] for n in norms},
+        fit={n: pools.fit[mix][n] for n in norms},
     )
 
 
 # ---------------------------------------------------------------- the verdict rows
+def at_fit(
+    acc: Mapping[str, float], fit: Mapping[str, dict], compared: tuple[str, str] = ("bn", "none")
+) -> dict:
+    """The matched-fit reading of `compared` (first minus second) for `claims.judge`: the gaps in
+    clean training accuracy (each model on its own IN examples, mean over models) and in clean
+    test accuracy, and the row's fields: both accuracies, the epochs used and the censored
+    models of each."""
+    a, b = compared
+    return {
+        "train_acc_gap": fit[a]["train_clean_acc"] - fit[b]["train_clean_acc"],
+        "test_acc_gap": acc[a] - acc[b],
+        "clean_train_acc": {n: fit[n]["train_clean_acc"] for n in compared},
+        "epochs_used": {n: [fit[n]["epochs_mean"], fit[n]["epochs_max"]] for n in compared},
+        "censored": {n: fit[n]["censored"] for n in compared},
+    }
+
+
+def censored_note(row: claims.Verdict) -> claims.Verdict:
+    """`row`, saying so in its note when any compared model hit its epoch cap below the fit level
+    (censored: its reading is not at the fit level)."""
+    cens = {n: c for n, c in (row.fields.get("censored") or {}).items() if c}
+    if not cens:
+        return row
+    what = ", ".join(f"{c} {label(n)} model(s)" for n, c in cens.items())
+    note = f"depends on censored models (hit the epoch cap below the fit level: {what})"
+    return dataclasses.replace(row, magnitude=f"{row.magnitude}; {note}" if row.magnitude else note)
+
+
 def control_rows(pools: Pools, scores: Mapping, n_boot: int, **common) -> list[claims.Verdict]:
     """The verdict rows `03.control.<control>`, one per control in the pools' norms (GroupNorm: a
     learned gamma without batch coupling; BN with gamma fixed at 1: batch coupling without a
     learned gamma), mix and group (all examples, outliers): the control minus no-BN in online-LiRA
-    AUC points (`online_deltas`), judged with the control's clean test accuracy minus no-BN's as
-    the confound. Each row's `case` names its mix and group (`text.controls_reading`)."""
+    AUC points (`online_deltas`), judged at matched fit (`at_fit`: the control's clean training
+    and test accuracy minus no-BN's). Each row's `case` names its mix and group
+    (`text.controls_reading`)."""
     rows, acc, gap = [], pools.acc, pools.gap
     for ctrl in (n for n in CONTROLS if n in pools.norms):
         for (mix, g), e in online_deltas(pools, scores, n_boot, norm=ctrl).items():
@@ -332,27 +419,31 @@ def control_rows(pools: Pools, scores: Mapping, n_boot: int, **common) -> list[c
                 clean_test_acc={n: acc[mix][n] for n in (ctrl, "none")},
                 train_test_gap={n: gap[mix][n] for n in (ctrl, "none")},
                 outlier_frac=mix,
+                **at_fit(acc[mix], pools.fit[mix], (ctrl, "none")),
                 **common,
             )
-            rows.append(row)
+            rows.append(censored_note(row))
     return rows
 
 
 def _mix_rows(pools: Pools, deltas: Mapping, **common) -> list[claims.Verdict]:
-    """BN minus no-BN per mix on all examples and on the outliers, judged beside utility."""
+    """BN minus no-BN per mix on all examples and on the outliers, judged at matched fit."""
     acc, gap = pools.acc, pools.gap
     return [
-        claims.judge(
-            claims.lira_claim_id(mix, group),
-            e,
-            acc_gap=acc[mix]["bn"] - acc[mix]["none"],
-            unit=ONLINE,
-            mix=f"{mix:.0%}",
-            clean_test_acc=acc[mix],
-            train_test_gap=gap[mix],
-            **common,
-            outlier_frac=mix,
-            subgroup=group,
+        censored_note(
+            claims.judge(
+                claims.lira_claim_id(mix, group),
+                e,
+                acc_gap=acc[mix]["bn"] - acc[mix]["none"],
+                unit=ONLINE,
+                mix=f"{mix:.0%}",
+                clean_test_acc=acc[mix],
+                train_test_gap=gap[mix],
+                **at_fit(acc[mix], pools.fit[mix]),
+                **common,
+                outlier_frac=mix,
+                subgroup=group,
+            )
         )
         for (mix, group), e in deltas.items()
         if group != "inliers"
@@ -362,16 +453,19 @@ def _mix_rows(pools: Pools, deltas: Mapping, **common) -> list[claims.Verdict]:
 def _rare_rows(rare: RareExposure, share: float, **common) -> list[claims.Verdict]:
     """BN minus no-BN on the rare class's members, and on every example of its pools."""
     return [
-        claims.judge(
-            claim_id,
-            rare.delta[g],
-            acc_gap=rare.acc["bn"] - rare.acc["none"],
-            share=f"{share:.0%}",
-            subgroup=g,
-            unit=ONLINE,
-            clean_test_acc=rare.acc,
-            train_test_gap=rare.gap,
-            **common,
+        censored_note(
+            claims.judge(
+                claim_id,
+                rare.delta[g],
+                acc_gap=rare.acc["bn"] - rare.acc["none"],
+                share=f"{share:.0%}",
+                subgroup=g,
+                unit=ONLINE,
+                clean_test_acc=rare.acc,
+                train_test_gap=rare.gap,
+                **at_fit(rare.acc, rare.fit),
+                **common,
+            )
         )
         for g, claim_id in (("rare", "03.auc.rare"), ("all", "03.auc.rare.all"))
     ]

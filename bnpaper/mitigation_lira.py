@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from . import frontier, mia, units
 from .claims import Verdict, judge
+from .exposure import lira_norm_recipes
 from .mitigation import MitigationConfig
 from .variants import Lineup, Variant
 
@@ -42,14 +43,23 @@ class LiraComparison:
         return mia.roc(self.scores[name].ravel(), self.keep.ravel())
 
 
+def lira_recipe(ds, p03: Mapping, norms: Sequence[str] = ()) -> units.LiraRecipe:
+    """Notebook 03's shadow recipe from its resolved parameters `p03`: under the fair protocol
+    each norm's learning rate from 03's search (the same cached units 03 trained; `norms` that
+    03 does not train, e.g. a frontier's GroupNorm, searched by the same rule) and its fit level;
+    under the paper's, 03's shared recipe."""
+    return units.LiraRecipe.from_params(p03, lira_norm_recipes(ds, p03, norms))
+
+
 def lira_pools(ds, p03: Mapping, mitigation: MitigationConfig) -> tuple[dict, np.ndarray, float]:
     """Notebook 03's shadow pools at its largest outlier mix and first seed, built with 03's
     resolved parameters `p03` exactly as 03 builds them (the same split, keep matrix, configs
     and trainer: the very cache units 03 trained), for BN and no-BN, and the same pool with the
     regularizer `mitigation` (same trainer: packed LeNets carry it as one-at-a-time training does).
     Returns ({'bn', 'none', 'reg'}: ShadowPool, the pool's outlier mask, the mix); the pools come
-    from `units.lira_pool`, the one definition 03 uses."""
-    recipe = units.LiraRecipe.from_params(p03)
+    from `units.lira_pool`, the one definition 03 uses, with 03's norms' recipes (`lira_recipe`).
+    """
+    recipe = lira_recipe(ds, p03)
     mix, seed = max(p03["outlier_frac"]), p03["seeds"][0]
     pools = {n: units.lira_pool(ds, recipe, mix, seed, n) for n in ("bn", "none")}
     pools["reg"] = units.lira_pool(ds, recipe, mix, seed, "bn", mitigation=mitigation)
@@ -74,7 +84,8 @@ def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, lineup: Lineup
         lineup.alternatives,
         lineup.chosen,
     )
-    recipe = dataclasses.replace(units.LiraRecipe.from_params(p03), n_shadows=n_shadows)
+    norms = [v.norm for v in (bn, *points, *alternatives, chosen)]
+    recipe = dataclasses.replace(lira_recipe(ds, p03, norms), n_shadows=n_shadows)
     mix, seed = max(p03["outlier_frac"]), p03["seeds"][0]
 
     def measure(v: Variant) -> tuple[np.ndarray, np.ndarray]:

@@ -120,36 +120,44 @@ class ShadowTask:
     mitigation: MitigationConfig = MitigationConfig()  # a gamma/sigma regularizer (either trainer)
 
 
-def _train_states(task: ShadowTask) -> list[dict]:
-    """The trained weights of every shadow of `task` (the hook tests interrupt)."""
+def _train_states(task: ShadowTask) -> list[tuple[dict, int, bool]]:
+    """Per shadow of `task`: its trained weights, the epochs it trained (fewer than the cap when
+    it reached its fit rule) and whether it hit the cap below its fit level (censored); the hook
+    tests interrupt."""
     if task.trainer == "packed":
-        from .packed_fit import fit_packed
+        from .packed_fit import Job, fit_pack
 
-        return fit_packed(
-            task.split,
-            [torch.as_tensor(m) for m in task.members],
-            list(task.cfgs),
-            mitigation=task.mitigation,
-        )
-    states = []
+        jobs = [Job(task.split, c, m, task.mitigation) for c, m in zip(task.cfgs, task.members)]
+        fit = any(c.fit_level is not None for c in task.cfgs)  # the epochs are in the history
+        results = fit_pack(jobs, history=fit)
+        return [_used(r, c) for r, c in zip(results, task.cfgs)]
+    out = []
     for cfg, rows in zip(task.cfgs, task.members):
         r = torch.as_tensor(rows)
         s = task.split
         sub = replace(s, x=s.x[r], y=s.y[r], y_true=s.y_true[r], mask=s.mask[r])
-        states.append(fit_mitigated(sub, cfg, task.mitigation, progress=False).state)
-    return states
+        out.append(_used(fit_mitigated(sub, cfg, task.mitigation, progress=False), cfg))
+    return out
+
+
+def _used(result, cfg: TrainConfig) -> tuple[dict, int, bool]:
+    """A trained shadow's weights, epochs used and censoring (without a fit rule: all epochs)."""
+    if cfg.fit_level is None:
+        return result.state, cfg.epochs, False
+    return result.state, result.epochs, result.censored
 
 
 def train_task(task: ShadowTask) -> list[dict]:
     """Train the shadows of `task`; return per shadow its state, query logits on the whole pool
-    (N, Q, C) and on the test set (Z, Q, C), and its train/test accuracy."""
+    (N, Q, C) and on the test set (Z, Q, C), its train/test accuracy, the epochs it trained and
+    whether it hit the epoch cap below its fit level (censored)."""
     if task.threads:
         torch.set_num_threads(task.threads)
     s = task.split
     c, h = s.x.shape[1], s.x.shape[2]
     xs, xt = normalize(s.x, s.mean, s.std), normalize(s.x_test, s.mean, s.std)
     out = []
-    for cfg, rows, state in zip(task.cfgs, task.members, _train_states(task)):
+    for cfg, rows, (state, epochs, censored) in zip(task.cfgs, task.members, _train_states(task)):
         model = build_model(cfg.arch, cfg.norm, c, s.n_classes, h)
         model.load_state_dict(state)
         queries = query_shifts(tuple(s.x.shape[1:]), cfg.augment)
@@ -164,6 +172,8 @@ def train_task(task: ShadowTask) -> list[dict]:
                 "train_acc": float((pred == s.y)[inn].float().mean()),
                 "train_clean_acc": float((pred == s.y)[inn & ~s.mask].float().mean()),
                 "test_acc": float((test_logits[:, 0].argmax(1) == s.y_test).float().mean()),
+                "epochs": int(epochs),
+                "censored": bool(censored),
             }
         )
     return out
@@ -241,6 +251,8 @@ class ShadowPool:
     train_clean_acc: np.ndarray
     test_acc: np.ndarray
     configs: tuple[dict, ...]
+    epochs: np.ndarray | None = None  # (M,) epochs each model trained (None: not recorded)
+    censored: np.ndarray | None = None  # (M,) bool: hit the epoch cap below its fit level
 
     @property
     def gap(self) -> np.ndarray:
@@ -348,6 +360,7 @@ def run_shadows(
         k: []
         for k in ("phi", "logp", "test_logp", "correct", "train_acc", "train_clean_acc", "test_acc")
     }
+    used = []
     for cfg, u in zip(cfgs, units):
         res = store.load("shadow", u, fp, module=__name__)
         logits = res["logits"]
@@ -366,9 +379,12 @@ def run_shadows(
         acc["correct"].append(logits[:, 0].argmax(1).numpy() == split.y.numpy())
         for k in ("train_acc", "train_clean_acc", "test_acc"):
             acc[k].append(res[k])
+        used.append((res.get("epochs", cfg.epochs), res.get("censored", False)))
     return ShadowPool(
         keep=np.asarray(keep, bool),
         configs=tuple(c.as_dict() for c in cfgs),
+        epochs=np.asarray([e for e, _ in used], np.int64),
+        censored=np.asarray([c for _, c in used], bool),
         **{k: np.asarray(v) for k, v in acc.items()},
     )
 

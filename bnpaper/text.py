@@ -358,6 +358,41 @@ def size_reading(sweep, paper_range: tuple[float, float] = (3.0, 5.0)) -> str:
     )
 
 
+def fit_table(pools, recipe) -> str:
+    """How the shadows fit, per pool kind and norm (`pools`: `exposure.Pools`, one or a list;
+    `recipe`: the `units.LiraRecipe`): clean training accuracy on their own IN examples, clean
+    test accuracy, the epochs they trained (mean, max), how many hit the cap below the fit level."""
+    from .plots import label
+
+    pools = [p for p in (pools if isinstance(pools, (list, tuple)) else [pools]) if p is not None]
+    fit = {m: by for p in pools for m, by in p.fit.items()}
+    acc = {m: by for p in pools for m, by in p.acc.items()}
+    head = ["pool", "norm", "clean train acc", "clean test acc", "epochs (mean / max)", "censored"]
+    rows = []
+    for mix, by in fit.items():
+        pool = mix if isinstance(mix, str) else f"{mix:.0%} mix"
+        for n, f in by.items():
+            used = f"{f['epochs_mean']:.1f} / {f['epochs_max']:.0f}"
+            rows.append(
+                [
+                    pool,
+                    label(n),
+                    f"{f['train_clean_acc']:.3f}",
+                    f"{acc[mix][n]:.3f}",
+                    used,
+                    f"{f['censored']} of {f['models']}",
+                ]
+            )
+    if recipe.protocol == "paper":
+        rule = f"*The paper's protocol:* every shadow trains {recipe.epochs} epochs."
+    else:
+        rule = (
+            f"Every shadow trains until its clean training accuracy on its IN examples reaches "
+            f"{recipe.fit_level:g}, at most {recipe.epochs} epochs; censored: hit the cap below it."
+        )
+    return markdown_table(head, rows) + "\n\n" + rule
+
+
 # ------------------------------------------------ every notebook that compares norms: the recipes
 
 

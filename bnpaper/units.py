@@ -10,7 +10,7 @@ source of the modules this module imports (its import closure) and the torch ver
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from functools import partial
 from typing import Mapping, Sequence
 
@@ -199,9 +199,11 @@ def shadow_pool(
 @dataclass(frozen=True)
 class LiraRecipe:
     """How notebook 03 draws a pool of examples and trains its shadow models: one object built
-    from 03's resolved parameters (`from_params`), passed whole wherever a pool is made (03's
-    pools and size sweep, 05's LiRA comparison and frontier). A variation is
-    `dataclasses.replace(recipe, n_train=...)`."""
+    from 03's resolved parameters and its norms' recipes (`from_params`), passed whole wherever a
+    pool is made (03's pools and size sweep, 05's LiRA comparison and frontier). Under the fair
+    protocol each norm trains with its own learning rate (`norm_lr`) until its clean training
+    accuracy on its IN examples reaches `fit_level` (`epochs`: the cap); under the paper's, every
+    norm trains with `lr` for exactly `epochs`. A variation: `dataclasses.replace(recipe, ...)`."""
 
     dataset: str
     arch: str
@@ -212,36 +214,96 @@ class LiraRecipe:
     rare_share: float  # the rare class's share of a 'rare' pool
     rare_class: int  # -1: a seeded choice
     n_shadows: int  # models per norm and pool (even)
-    epochs: int
+    epochs: int  # fair: the epoch cap; paper: the epochs
     batch_size: int
-    lr: float
+    lr: float  # the paper's protocol: every norm's learning rate
     weight_decay: float
     augment: bool
     executor: str
     trainer: str
     pack_size: int
     bn_query_mode: str
+    protocol: str = "paper"  # fair | paper
+    norm_lr: tuple[tuple[str, float], ...] = ()  # fair: (norm, its chosen learning rate)
+    fit_level: float | None = None  # fair: the clean training accuracy each shadow trains to
 
     @classmethod
-    def from_params(cls, p: Mapping) -> LiraRecipe:
-        """The recipe of 03's resolved parameters `p` (augment 'auto': on for CIFAR)."""
-        augment = p["augment"]
-        if augment == "auto":
-            augment = p["dataset"] in ("cifar10", "cifar100")
-        names = [f.name for f in fields(cls) if f.name != "augment"]
-        return cls(augment=bool(augment), **{name: p[name] for name in names})
+    def from_params(cls, p: Mapping, recipes=None) -> LiraRecipe:
+        """The recipe of 03's resolved parameters `p` (augment 'auto': on for CIFAR) and its
+        norms' `recipes` (a `recipes.NormRecipes`, `exposure.lira_norm_recipes`; needed when
+        p['protocol'] is 'fair'; without them, parameters that name no protocol give the
+        paper's)."""
+        names = [f.name for f in fields(cls) if f.name not in _LIRA_RULES]
+        base = cls(augment=augment_of(p), **{name: p[name] for name in names})
+        protocol = p.get("protocol", "paper") if recipes is None else recipes.protocol
+        if recipes is None or protocol == "paper":
+            if protocol != "paper":
+                raise ConfigError(
+                    f"protocol={protocol!r} needs the norms' recipes (exposure.lira_norm_recipes)"
+                )
+            return base
+        searched = [c.norm for c in recipes.choices.choices]
+        return replace(
+            base,
+            protocol=protocol,
+            norm_lr=tuple((n, float(recipes.lr(n))) for n in searched),
+            fit_level=recipes.base.fit_level,
+            epochs=recipes.base.epochs,
+        )
+
+    def norm_lr_of(self, norm: str) -> float:
+        """The learning rate `norm`'s shadows train with."""
+        if self.protocol == "paper":
+            return self.lr
+        lrs = dict(self.norm_lr)
+        if norm not in lrs:
+            raise ConfigError(
+                f"norm={norm!r} has no learning rate chosen (searched: {sorted(lrs)}); "
+                "allowed: a norm of the notebook's `norms`"
+            )
+        return lrs[norm]
 
     def train_config(self, norm: str) -> TrainConfig:
-        """A shadow model's training configuration for `norm`."""
+        """A shadow model's training configuration for `norm` (its learning rate, the fit rule)."""
         return TrainConfig(
             arch=self.arch,
             norm=norm,
             epochs=self.epochs,
             batch_size=self.batch_size,
-            lr=self.lr,
+            lr=self.norm_lr_of(norm),
             weight_decay=self.weight_decay,
             augment=self.augment,
+            fit_level=self.fit_level,
         )
+
+    @property
+    def words(self) -> str:
+        """The shadows' training rule in words (the paper's protocol named as such)."""
+        if self.protocol == "paper":
+            return f"the paper's protocol: lr {self.lr:g} for every norm, {self.epochs} epochs"
+        lrs = ", ".join(f"{n} {lr:.3g}" for n, lr in self.norm_lr)
+        return f"fair protocol: lr {lrs}, to clean fit {self.fit_level:g}, <= {self.epochs} epochs"
+
+    def as_dict(self) -> dict:
+        """The shadows' training rule as results.json records it."""
+        return {
+            "protocol": self.protocol,
+            "lr": dict(self.norm_lr) if self.norm_lr else self.lr,
+            "fit_level": self.fit_level,
+            "epoch_cap" if self.protocol == "fair" else "epochs": self.epochs,
+        }
+
+
+def augment_of(p: Mapping) -> bool:
+    """Whether 03's models train (and are queried) with augmentation: p['augment'], 'auto' being
+    on for CIFAR."""
+    augment = p["augment"]
+    if augment == "auto":
+        augment = p["dataset"] in ("cifar10", "cifar100")
+    return bool(augment)
+
+
+_LIRA_RULES = ("augment", "protocol", "norm_lr", "fit_level")  # not read from the parameters
 
 
 def lira_split(ds: Dataset, recipe: LiraRecipe, mix: float | str, seed: int) -> Split:

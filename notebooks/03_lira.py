@@ -34,6 +34,11 @@
 # **Rare samples** (the paper's third kind): per seed one more pool where one class makes up
 # only `rare_share` of it, far below its natural share 1/classes; LiRA on its members.
 #
+# **Protocol.** By default (`protocol="fair"`, issue 22) each norm trains with its own learning
+# rate, chosen on held-out data, and every shadow trains until its clean training accuracy on
+# its IN examples reaches `fit_level` (at most `epochs`): the verdicts compare BN with no-BN at
+# matched fit. `protocol="paper"` is the paper's protocol: one learning rate, fixed epochs.
+#
 # **Data size.** Our pools hold thousands of images, the paper's presumably whole training sets
 # (50,000-60,000; it gives no size): does the gap shrink over the clean pools of `size_sweep`?
 #
@@ -59,9 +64,14 @@ ood_source = "digits"  # OOD images: noise | digits | mnist | fashion_mnist | ci
 n_train = 4000  # pool size N (each shadow trains on N/2 of it)
 n_test = 1000  # clean test images: test accuracy and RMIA's population samples
 n_shadows = 16  # models per norm and pool (even); each is in turn the target
-epochs = 15  # training epochs per shadow model
+protocol = "fair"  # fair: each norm its own lr, trained to fit | paper: the paper's protocol
+lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (>= 5, >= 1.5 decades)
+n_val = 1000  # fair: held-out training images each norm's lr is chosen on (claims.yaml's rule)
+lr_seeds = [0]  # fair: search models per (norm, lr), on n_train // 2 clean images (a shadow's)
+fit_level = 0.99  # fair: a shadow stops once its clean accuracy on its IN examples reaches it
+epochs = 40  # fair: the epoch cap (a shadow that hits it below fit_level is censored); paper: all
 batch_size = 64  # SGD mini-batch size
-lr = 0.05  # peak learning rate (cosine schedule, momentum 0.9)
+lr = 0.05  # paper: every norm's peak learning rate (cosine schedule over `epochs`, momentum 0.9)
 weight_decay = 5e-4  # L2 weight decay
 augment = "auto"  # random crop + mirror in training and queries; auto: on for CIFAR
 seeds = [0]  # one pool (data subset, outliers, keep matrix) per seed
@@ -93,22 +103,50 @@ run = notebook.start(globals(), "03_lira")
 # NBVAL_IGNORE_OUTPUT
 import time
 from IPython.display import Markdown, display
-from bnpaper import claims, data, exposure, plot_lira, plots, size_trend, text
+from bnpaper import claims, data, exposure, plot_lira, plot_recipes, plots, size_trend, text, units
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
 
 # %% [markdown]
+# ## Each norm's recipe
+# Under `protocol="fair"` each norm trains at every lr of `lr_grid` on `n_train // 2` clean
+# images (a shadow's training-set size); its lr is chosen on `n_val` held-out images
+# (claims.yaml's rule, cached units); under `"paper"`, the paper's protocol: one lr for all.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+norm_recipes = exposure.lira_norm_recipes(ds, run.params)
+recipe = units.LiraRecipe.from_params(run.params, norm_recipes)
+display(Markdown(text.recipe_table(norm_recipes)))
+
+# %% [markdown]
+# Validation accuracy against the learning rate, one curve per norm, the chosen lr ringed.
+
+# %%
+if norm_recipes.choices is not None:
+    title = f"{arch}: each norm's lr, validation accuracy on {n_val} held-out images"
+    run.figure(plot_recipes.lr_choice_figure(norm_recipes, title), "lr_choice")
+
+# %% [markdown]
 # For every (outlier mix, seed): one pool, one keep matrix, `n_shadows` models per norm (LeNets
-# trained `pack_size` at a time as one packed model); per seed also one pool with a rare class.
+# trained `pack_size` at a time as one packed model, each with its norm's recipe); per seed also
+# one pool with a rare class.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 start = time.time()
-pools = exposure.lira_pools(ds, run.params, outlier_frac)
-rare_pools = exposure.lira_pools(ds, run.params, ["rare"]) if rare_pool else None
+pools = exposure.lira_pools(ds, run.params, outlier_frac, recipe)
+rare_pools = exposure.lira_pools(ds, run.params, ["rare"], recipe) if rare_pool else None
 n_models = pools.n_models + (rare_pools.n_models if rare_pool else 0)
 print(f"{n_models} shadow models ready in {time.time() - start:.0f} s")
+
+# %% [markdown]
+# How the shadows fit: each norm's clean training accuracy on its own IN examples (mean over
+# models), clean test accuracy, the epochs used, and the models censored at the epoch cap.
+
+# %%
+display(Markdown(text.fit_table([pools, rare_pools], recipe)))
 
 # %% [markdown]
 # ## Attacks
@@ -151,6 +189,7 @@ minimums = {m: claims.claim(claims.lira_claim_id(m, "all")).get("threshold") for
 paper_range = claims.claim("03.auc.mix0.all")["paper_range"]
 title = (
     f"online LiRA, {n_shadows} models per norm, {len(seeds)} pool(s) of {n_train}; 95% intervals"
+    f"\n{recipe.words}"
 )
 fig = plot_lira.delta_auc_figure(outlier_frac, deltas, minimums, paper_range, pools.acc, title)
 run.figure(fig, "delta_auc")
@@ -201,11 +240,11 @@ if rare_pool:
 # %% [markdown]
 # ## Data size: does the delta-AUC close toward the paper's 3-5 points as N grows?
 # Per N in `size_sweep`, clean pools (no injected outliers; at N = `n_train` the main clean pools)
-# of BN and no-BN models trained with the same recipe (the same epochs: a smaller pool also
-# trains fewer steps).
+# of BN and no-BN models trained with the main pools' recipe (fair: to the same fit level, at most
+# the same epochs; paper: the same epochs, so a smaller pool also trains fewer steps).
 
 # %%
-sweep_pools = size_trend.size_pools(ds, run.params, pools.shadow) if size_sweep else None
+sweep_pools = size_trend.size_pools(ds, run.params, pools.shadow, recipe) if size_sweep else None
 
 # %% [markdown]
 # Online LiRA's paired delta-AUC over every seed's pool per N; a weighted line on log2 N gives
@@ -236,9 +275,9 @@ if size_sweep:
 
 # %% [markdown]
 # ## Verdict
-# Each delta-AUC judged by its claim next to utility: a "reproduced" becomes *inconclusive* when
-# BN's (or the control's) clean test accuracy exceeds no-BN's by more than the tolerance (no-BN
-# may leak less as it learned less).
+# Each delta-AUC judged by its claim at matched fit: a "reproduced" becomes *inconclusive* when
+# the compared models' mean clean training accuracy (on their IN examples) or clean test accuracy
+# differ by more than claims.yaml's tolerances; a row that rests on censored models says so.
 
 # %%
 rows = exposure.verdict_rows(
@@ -259,24 +298,30 @@ rows = claims.holm(rows)
 
 # %%
 key_figures = ["roc_loglog", "delta_auc"] + ["rare_roc"] * rare_pool
+key_figures += ["lr_choice"] * (norm_recipes.choices is not None)
 key_figures += ["delta_auc_vs_size"] * bool(size_sweep)
 
 # %% [markdown]
-# Every number above goes to results.json, beside the parameters.
+# Every number above goes to results.json, beside the parameters: the recipes (each norm's
+# learning rate, the fit rule, how the shadows fit) first.
 
 # %%
-run.save(
-    {
-        "claims": rows,
-        "table": table,
-        "rare": rare.results() if rare_pool else None,
-        "delta_auc": exposure.delta_results(deltas),
-        "memorization_score": mem.means(),
-        "per_model": exposure.per_model(pools),
-        "size_sweep": sweep.results() if size_sweep else None,
-        "key_figures": notebook.figure_paths(run, key_figures),
-    }
-)
+results = {
+    "claims": rows,
+    "recipes": exposure.recipe_results(norm_recipes, recipe, [pools, rare_pools]),
+    "table": table,
+    "rare": rare.results() if rare_pool else None,
+    "delta_auc": exposure.delta_results(deltas),
+    "memorization_score": mem.means(),
+    "per_model": exposure.per_model(pools),
+    "size_sweep": sweep.results() if size_sweep else None,
+}
+
+# %% [markdown]
+# Saved with the key figures' paths.
+
+# %%
+run.save({**results, "key_figures": notebook.figure_paths(run, key_figures)})
 
 # %% [markdown]
 # The verdicts, one line each, and what the controls say about which part of BN carries the
@@ -286,7 +331,7 @@ run.save(
 # NBVAL_CHECK_OUTPUT
 print(
     f"LiRA on {dataset} ({arch}, {outlier_kind} outliers, {n_shadows} models per norm, "
-    f"{len(seeds)} seed(s), {epochs} epochs, budget {budget})"
+    f"{len(seeds)} seed(s), budget {budget}; {recipe.words})"
 )
 claims.show(rows)
 for line in text.controls_reading(rows, "03.control.", "case", "the attack's AUC"):

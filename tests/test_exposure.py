@@ -128,9 +128,11 @@ def test_example_groups_split_all_examples_into_outliers_and_inliers_when_there_
 class _Fake:
     """A shadow pool with only what the delta-AUC and the rows read: keep and utility."""
 
-    def __init__(self, keep, acc=0.8):
+    def __init__(self, keep, acc=0.8, train_acc=0.99, censored=0):
         m = len(keep)
         self.keep, self.test_acc, self.gap = keep, np.full(m, acc), np.full(m, 0.1)
+        self.train_clean_acc, self.epochs = np.full(m, train_acc), np.full(m, 10)
+        self.censored = np.arange(m) < censored
 
 
 def _synthetic_scores(seed, n=60, m=6, shift_bn=1.0, shift_none=0.3):

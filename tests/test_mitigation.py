@@ -1084,6 +1084,7 @@ def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_
 
     p03 = {
         **params.resolve("03_lira").values,
+        "protocol": "paper",  # the shared recipe: no learning-rate search on this fake data
         "n_shadows": 16,
         "outlier_frac": [0.0, 0.05],
         "seeds": [3],
