@@ -79,6 +79,8 @@ class LrChoice:
     mean_val_acc: tuple[float, ...]
     failed: tuple[bool, ...]
     seeds: int
+    fitted: tuple[bool, ...] = ()  # per grid point: every seed reached the fit rule (() unknown)
+    fallback: bool = False  # no grid point fitted: chosen among all that did not fail
 
     def as_dict(self) -> dict:
         """The choice as results.json stores it (NaN accuracies as None)."""
@@ -90,14 +92,21 @@ class LrChoice:
             "grid": list(self.grid),
             "mean_val_acc": acc,
             "failed": list(self.failed),
+            "fitted": list(self.fitted),
+            "fallback": self.fallback,
             "seeds": self.seeds,
         }
 
 
-def choose_lr(grid: Sequence[float], val_acc: Any, arch: str = "", norm: str = "") -> LrChoice:
+def choose_lr(
+    grid: Sequence[float], val_acc: Any, arch: str = "", norm: str = "", fitted: Any = None
+) -> LrChoice:
     """Apply claims.yaml's `settings.lr_selection` rule. `val_acc`: (seeds, grid points) or
     (grid points,) validation accuracies in [0, 1], in the order of `grid`; NaN or inf marks a
-    seed whose training diverged, which fails its grid point. Raises `ConfigError` when every
+    seed whose training diverged, which fails its grid point. `fitted` (same shape, bool; None:
+    every run counts as fitted): whether each run reached the fit rule within its epoch cap; a
+    grid point is eligible only when all its seeds fitted, unless no point is (then every point
+    that did not fail is, and the choice is marked `fallback`). Raises `ConfigError` when every
     point failed (the grid has to move)."""
     rule = lr_rule()
     lrs = check_grid("grid", grid)
@@ -108,11 +117,18 @@ def choose_lr(grid: Sequence[float], val_acc: Any, arch: str = "", norm: str = "
             "learning rates: expected (seeds, grid points) or (grid points,)"
         )
     finite = np.isfinite(acc)
+    fit = np.ones_like(acc, bool) if fitted is None else np.atleast_2d(np.asarray(fitted, bool))
+    if fit.shape != acc.shape:
+        raise ValueError(f"fitted of shape {fit.shape} does not match val_acc's {acc.shape}")
     if np.any((acc[finite] < 0) | (acc[finite] > 1)):
         raise ValueError(f"validation accuracies must lie in [0, 1], got {acc.tolist()}")
     order = np.argsort(np.asarray(grid, float), kind="stable")
-    acc, finite = acc[:, order], finite[:, order]
+    acc, finite, fit = acc[:, order], finite[:, order], fit[:, order]
     failed = ~finite.all(0)
+    eligible = ~failed & fit.all(0)
+    fallback = not eligible.any()
+    if fallback:
+        eligible = ~failed
     mean = np.where(failed, np.nan, np.where(finite, acc, 0.0).mean(0))
     who = f"arch={arch!r}, norm={norm!r}" if arch or norm else "this grid"
     if failed.all():
@@ -120,8 +136,8 @@ def choose_lr(grid: Sequence[float], val_acc: Any, arch: str = "", norm: str = "
             f"every learning rate of grid={list(lrs)!r} diverged for {who}; allowed: a grid "
             "with at least one learning rate that trains (move the grid to smaller rates)"
         )
-    best = np.nanmax(mean)
-    tied = ~failed & (mean >= best - float(rule["tie_tolerance"]))
+    best = np.nanmax(np.where(eligible, mean, np.nan))
+    tied = eligible & (mean >= best - float(rule["tie_tolerance"]))
     pick = int(np.flatnonzero(tied)[0])  # ascending grid: the smallest tied learning rate
     return LrChoice(
         arch=arch,
@@ -131,6 +147,8 @@ def choose_lr(grid: Sequence[float], val_acc: Any, arch: str = "", norm: str = "
         mean_val_acc=tuple(float(m) for m in mean),
         failed=tuple(bool(f) for f in failed),
         seeds=int(acc.shape[0]),
+        fitted=tuple(bool(f) for f in fit.all(0)) if fitted is not None else (),
+        fallback=bool(fallback and fitted is not None),
     )
 
 

@@ -6,7 +6,8 @@ protocol "fair": for every norm, models train on clean data (a subset of the tra
 `lr_seeds`, with the notebook's recipe otherwise (batch size, weight decay, schedule over the
 epoch cap, stopping once the clean training accuracy reaches `fit_level`); each is a cached unit,
 and one whose training diverges fails its grid point. The learning rate is chosen by the rule in
-claims.yaml (`settings.lr_selection`, `lr_choice.choose_lr`) from the validation accuracies, and
+claims.yaml (`settings.lr_selection`, `lr_choice.choose_lr`) from the validation accuracies of
+the grid points whose models reached the fit level within the cap, and
 every judged model of that norm trains with it, until its clean training accuracy reaches
 `fit_level` or the epoch cap (`epochs`) is hit.
 
@@ -157,6 +158,11 @@ def _val_acc(result: TrainResult | None) -> float:
     return acc if math.isfinite(acc) else float("nan")
 
 
+def _fitted(result: TrainResult | None) -> bool:
+    """Whether a search model reached its fit rule within the epoch cap (a diverged one: no)."""
+    return result is not None and not result.censored
+
+
 def choose(
     ds: Dataset,
     base: TrainConfig,
@@ -180,7 +186,8 @@ def choose(
     choices, grid_epochs = [], []
     for n in norms:
         acc = [[_val_acc(results[n, lr, s]) for lr in search.grid] for s in search.seeds]
-        choices.append(choose_lr(search.grid, acc, base.arch, n))
+        fit = [[_fitted(results[n, lr, s]) for lr in search.grid] for s in search.seeds]
+        choices.append(choose_lr(search.grid, acc, base.arch, n, fitted=fit))
         epochs = [
             float(sum(results[n, lr, s].epochs for s in search.seeds) / len(search.seeds))
             if all(results[n, lr, s] is not None for s in search.seeds)

@@ -413,8 +413,9 @@ def recipe_table(recipes) -> str:
     rows = []
     for c in recipes.choices.choices:
         cells = [label(c.norm), f"{c.lr:.3g}"]
-        for x, acc, failed in zip(c.grid, c.mean_val_acc, c.failed):
-            cell = "diverged" if failed else f"{acc:.3f}"
+        fitted = c.fitted or (True,) * len(c.grid)
+        for x, acc, failed, fit in zip(c.grid, c.mean_val_acc, c.failed, fitted):
+            cell = "diverged" if failed else f"{acc:.3f}" + ("" if fit else " (unfitted)")
             cells.append(f"**{cell}**" if x == c.lr else cell)
         used = epochs.get(c.norm, ())
         cells.append(" / ".join("-" if e != e else f"{e:.0f}" for e in used))
@@ -422,11 +423,14 @@ def recipe_table(recipes) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     s = recipes.search
+    fallback = [label(c.norm) for c in recipes.choices.choices if c.fallback]
     return "\n".join(lines) + (
         f"\n\n*{recipes.name}:* validation accuracy on {s.n_val} held-out training images after "
         f"training on {s.n_train} clean images (mean of {len(s.seeds)} seed(s)); every model then "
         f"trains until its clean training accuracy reaches {recipes.base.fit_level:g}, at most "
-        f"{recipes.base.epochs} epochs."
+        f"{recipes.base.epochs} epochs. *(unfitted)*: a search model that hit the cap below that "
+        "level; such a learning rate is not chosen unless no grid point fitted"
+        + (f" (here for {', '.join(fallback)})." if fallback else ".")
     )
 
 

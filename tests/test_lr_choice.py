@@ -88,3 +88,22 @@ def test_recipes_hold_one_choice_per_architecture_and_norm():
     assert recipes.as_dict()["lenet"]["none"]["grid"] == list(GRID)
     with pytest.raises(KeyError, match="no learning rate chosen for"):
         recipes.lr("resnet20", "bn")
+
+
+def test_a_learning_rate_whose_search_models_did_not_fit_is_not_chosen():
+    acc = [[0.85, 0.84, 0.82, 0.80, 0.30, 0.2]]  # the slowest learning rate validates best ...
+    fitted = [[False, True, True, True, True, True]]  # ... but never fitted within the cap
+    choice = L.choose_lr(GRID, acc, "lenet", "none", fitted=fitted)
+    assert choice.lr == GRID[1] and not choice.fallback
+    assert choice.fitted == (False, True, True, True, True, True)
+    # one unfitted seed makes the grid point ineligible
+    other = [True, False, True, True, True, True]
+    two = L.choose_lr(GRID, [acc[0], acc[0]], fitted=[fitted[0], other])
+    assert two.lr == GRID[2]
+
+
+def test_when_no_learning_rate_fitted_the_choice_falls_back_to_validation_and_says_so():
+    acc = [[0.85, 0.84, 0.82, 0.80, 0.5, float("nan")]]
+    choice = L.choose_lr(GRID, acc, fitted=[[False] * 6])
+    assert choice.lr == GRID[0] and choice.fallback
+    assert choice.as_dict()["fallback"] is True

@@ -51,7 +51,8 @@ def test_the_search_chooses_by_the_rule_from_the_validation_accuracies_of_its_ow
         ]
         again = units.trained_or_diverged(jobs)  # the same units: loaded, not trained
         acc = [math.nan if r is None else r.history["test_acc"][-1] for r in again]
-        want = lr_choice.choose_lr(search.grid, acc, "lenet", norm)
+        fitted = [r is not None and r.history["clean_acc"][-1] >= 0.99 for r in again]
+        want = lr_choice.choose_lr(search.grid, acc, "lenet", norm, fitted=fitted)
         assert chosen.choice(norm).as_dict() == want.as_dict()
         assert chosen.lr(norm) == want.lr
         cfg = chosen.config(norm, seed=3)
