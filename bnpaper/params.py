@@ -171,9 +171,13 @@ class Resolved:
         return {k: s for k, s in self.source.items() if s != "default"}
 
 
-def resolve(notebook: str, explicit: Mapping[str, Any] | None = None) -> Resolved:
+def resolve(
+    notebook: str, explicit: Mapping[str, Any] | None = None, cross: bool = True
+) -> Resolved:
     """Defaults, then params/<dataset>.yaml, then params/<budget>.yaml, then `explicit` (whose
-    dataset and budget choose the files); unknown keys and bad values are one error."""
+    dataset and budget choose the files); unknown keys and bad values are one error. With
+    `cross=False` each value is checked and normalized on its own, without the cross-field
+    rules (a reference configuration that is never run itself, e.g. `config_label`'s base)."""
     notebook = notebook_name(notebook)
     decl = DECLARATIONS[notebook]
     explicit = dict(explicit or {})
@@ -196,6 +200,10 @@ def resolve(notebook: str, explicit: Mapping[str, Any] | None = None) -> Resolve
                     values[k], source[k] = v, f"params/{name}.yaml"
     for k, v in explicit.items():
         values[k], source[k] = v, "explicit"
+    if not cross:
+        checked = {k: decl[k](k, v) for k, v in values.items()}
+        checked.update({k: list(checked[k]) for k in ("norms", "archs") if k in checked})
+        return Resolved(notebook, checked, source)
     return Resolved(notebook, validate(notebook, values), source)
 
 
@@ -229,7 +237,9 @@ def config_label(notebook: str, values: Mapping[str, Any]) -> str:
     `.<key>=<value>` for every value that differs from what the dataset and budget give, e.g.
     `fashion_mnist.full.arch=resnet20`. A run of another configuration never overwrites one."""
     notebook = notebook_name(notebook)
-    base = resolve(notebook, {"dataset": values["dataset"], "budget": values["budget"]}).values
+    # the budget's own configuration of this dataset, which need not be runnable itself (the
+    # matrix's mnist_subset cells shrink n_train below what the full budget sets)
+    base = resolve(notebook, {k: values[k] for k in ("dataset", "budget")}, cross=False).values
     parts = [str(values["dataset"])] + (
         [str(values["budget"])] if values["budget"] != "quick" else []
     )

@@ -40,7 +40,7 @@ if viewers.get("python") != "Jupytext Notebook":
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(settings, indent=2) + "\n")
 PY
-.venv/bin/python -c "from bnpaper import data; print('[setup] fashion_mnist found in', data.locate('fashion_mnist'))" \
+.venv/bin/python -c "from bnpaper import sources; print('[setup] fashion_mnist found in', sources.locate('fashion_mnist'))" \
   || echo "[setup] Fashion-MNIST not found: see docs/data.md"
 # git checks files out in no particular order: give each paired .ipynb its .py's timestamp so
 # that jupytext (JupyterLab, papermill) sees the pairs as in sync (the test checks the contents)
