@@ -295,21 +295,28 @@ def _cross_rare(p: dict, used: bool) -> None:
     )
 
 
-def _cross_fair(p: dict) -> None:
+def _val_fits(p: dict, used: int, used_name: str, what: str) -> None:
+    """`n_val` held-out validation images leave `used` training images (`used_name` in words)
+    room in the dataset's training set; `what` draws its subsets from the rest."""
+    size = DATASET_SIZES[p["dataset"]]
+    require(
+        used + p["n_val"] <= size,
+        f"n_val={p['n_val']} is out of range; allowed: an integer in [1, {size} - {used_name} = "
+        f"{size - used}] (validation images are held out of the {p['dataset']} training set, "
+        f"{what} drawn from the rest)",
+    )
+
+
+def _cross_fair(p: dict, search_n: int | None = None, search_name: str = "n_train") -> None:
     """The fair protocol's search: a grid by claims.yaml's rule (`lr_choice.check_grid`), and
-    validation images that leave the training subsets room in the training set."""
+    validation images that leave its subsets (`search_n` images, default n_train) room."""
     if "protocol" not in p or p["protocol"] != "fair":
         return
     from .lr_choice import check_grid
 
     check_grid("lr_grid", p["lr_grid"])
-    size = DATASET_SIZES[p["dataset"]]
-    require(
-        p["n_train"] + p["n_val"] <= size,
-        f"n_val={p['n_val']} is out of range; allowed: an integer in [1, {size} - n_train = "
-        f"{size - p['n_train']}] (validation images are held out of the {p['dataset']} "
-        "training set, the learning-rate search's subsets drawn from the rest)",
-    )
+    used = p["n_train"] if search_n is None else search_n
+    _val_fits(p, used, search_name, "the learning-rate search's subsets")
 
 
 def _cross_01(p: dict) -> None:
@@ -338,17 +345,7 @@ def _cross_03(p: dict) -> None:
     )
     _cross_trainer(p)
     _cross_size_sweep(p)
-    if p["protocol"] == "fair":
-        from .lr_choice import check_grid
-
-        check_grid("lr_grid", p["lr_grid"])
-        size = DATASET_SIZES[p["dataset"]]
-        require(
-            p["n_train"] // 2 + p["n_val"] <= size,
-            f"n_val={p['n_val']} is out of range; allowed: an integer in [1, {size} - n_train // 2"
-            f" = {size - p['n_train'] // 2}] (validation images are held out of the "
-            f"{p['dataset']} training set, the lr search's images drawn from the rest)",
-        )
+    _cross_fair(p, p["n_train"] // 2, "n_train // 2")  # the search trains on a shadow's half
 
 
 SIZE_SWEEP_MIN = (4, 8)  # at least 4 pool sizes, the largest at least 8x the smallest
@@ -446,13 +443,7 @@ def _cross_05(p: dict) -> None:
         f"strong_weight_decays={p['strong_weight_decays']!r} must all exceed "
         f"weight_decay={p['weight_decay']!r}; not stronger: {weak}",
     )
-    size = DATASET_SIZES[p["dataset"]]
-    require(
-        p["n_train"] + p["n_val"] <= size,
-        f"n_val={p['n_val']} is out of range; allowed: an integer in [1, {size} - n_train = "
-        f"{size - p['n_train']}] (validation images are held out of the {p['dataset']} "
-        "training set, the selection subsets drawn from the rest)",
-    )
+    _val_fits(p, p["n_train"], "n_train", "the selection subsets")
 
 
 CROSS: dict[str, Callable[[dict], None]] = {
