@@ -260,12 +260,6 @@ def _cross_trainer(p: dict) -> None:
 
 def _cross_02(p: dict) -> None:
     _cross_fair(p)
-    high = [x for x in p["fit_levels"] if x > p["fit_level"]]
-    require(
-        p["protocol"] == "paper" or not high,
-        f"fit_levels={p['fit_levels']!r} has {high} above fit_level={p['fit_level']!r}; "
-        "allowed: levels at most fit_level (a model stops there: no reading beyond it)",
-    )
     pe = p["probe_epochs"]
     require(
         sorted(pe) == list(pe) and max(pe) <= p["epochs"],
@@ -308,13 +302,21 @@ def _val_fits(p: dict, used: int, used_name: str, what: str) -> None:
 
 
 def _cross_fair(p: dict, search_n: int | None = None, search_name: str = "n_train") -> None:
-    """The fair protocol's search: a grid by claims.yaml's rule (`lr_choice.check_grid`), and
-    validation images that leave its subsets (`search_n` images, default n_train) room."""
+    """The fair protocol's search: a grid by claims.yaml's rule (`lr_choice.check_grid`), the
+    matched-fit `fit_levels` (where declared) at most `fit_level`, and validation images that
+    leave the search's subsets (`search_n` images, default n_train) room."""
     if "protocol" not in p or p["protocol"] != "fair":
         return
     from .lr_choice import check_grid
 
     check_grid("lr_grid", p["lr_grid"])
+    levels = p.get("fit_levels", [])  # 03 reads at the end of training only: none declared
+    high = [x for x in levels if x > p["fit_level"]]
+    require(
+        not high,
+        f"fit_levels={levels!r} has {high} above fit_level={p['fit_level']!r}; "
+        "allowed: levels at most fit_level (a model stops there: no reading beyond it)",
+    )
     used = p["n_train"] if search_n is None else search_n
     _val_fits(p, used, search_name, "the learning-rate search's subsets")
 
@@ -324,12 +326,6 @@ def _cross_01(p: dict) -> None:
     _cross_trainer(p)
     _cross_fair(p)
     if p["protocol"] == "fair":
-        high = [x for x in p["fit_levels"] if x > p["fit_level"]]
-        require(
-            not high,
-            f"fit_levels={p['fit_levels']!r} has {high} above fit_level={p['fit_level']!r}; "
-            "allowed: levels at most fit_level (a model stops there: no reading beyond it)",
-        )
         fast = [f for f in p["effective_lr"] if f * max(p["lr_grid"]) > 10.0]
         require(
             not fast,

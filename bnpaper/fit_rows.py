@@ -137,7 +137,6 @@ def _censored_note(comp: Comparison, a: str, b: str) -> str:
 
 
 def _judge(claim_id: str, comp: Comparison, unit: str, compared=("bn", "none"), **kw) -> Verdict:
-    acc = comp.accuracies
     names = [NAME.get(n, n) for n in compared]
     return claims.judge(
         claim_id,
@@ -147,9 +146,7 @@ def _judge(claim_id: str, comp: Comparison, unit: str, compared=("bn", "none"), 
         test_acc_gap=comp.test_acc_gap,
         unit=unit + _censored_note(comp, *names),
         reading=comp.at,
-        clean_train_acc={compared[0]: acc["a"]["train_acc"], compared[1]: acc["b"]["train_acc"]},
-        clean_test_acc={compared[0]: acc["a"]["test_acc"], compared[1]: acc["b"]["test_acc"]},
-        epoch_read={compared[0]: acc["a"]["epoch"], compared[1]: acc["b"]["epoch"]},
+        **comp.named(*compared),
         **kw,
     )
 

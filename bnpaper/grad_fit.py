@@ -80,13 +80,10 @@ def reading_name(at: float | str, fit_level: float | None) -> str:
 
 
 def _fields(c: Comparison, fit_level: float | None, other: str) -> dict:
-    acc = c.accuracies
     return {
         "at": reading_name(c.at, fit_level),
         "reading": "matched fit",
-        "clean_train_acc": {"bn": acc["a"]["train_acc"], other: acc["b"]["train_acc"]},
-        "clean_test_acc": {"bn": acc["a"]["test_acc"], other: acc["b"]["test_acc"]},
-        "epoch_read": {"bn": acc["a"]["epoch"], other: acc["b"]["epoch"]},
+        **c.named("bn", other),
         "censored": dict(zip(("bn", other), c.censored)),
         "reached": {"bn": c.a.reached, other: c.b.reached, "both": c.reached_both},
     }

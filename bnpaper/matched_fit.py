@@ -178,6 +178,15 @@ class Comparison:
             for side, r in (("a", self.a), ("b", self.b))
         }
 
+    def named(self, a: str, b: str) -> dict[str, dict[str, float]]:
+        """A verdict row's fields of the reading, keyed by the compared models' names `a`, `b`:
+        their clean training and test accuracy and the epoch read (`accuracies`)."""
+        acc = self.accuracies
+        return {
+            f"clean_{k}" if k != "epoch" else "epoch_read": {a: acc["a"][k], b: acc["b"][k]}
+            for k in ("train_acc", "test_acc", "epoch")
+        }
+
     def as_dict(self) -> dict:
         """The row's numbers as results.json stores them (the estimate, seeds read, censored
         runs, accuracy gaps and both models' accuracies at the reading)."""

@@ -70,10 +70,10 @@ run = notebook.start(globals(), "04_theory")  # noqa: E702
 
 # %% [markdown]
 # ## Part 1: the derivation
-# **Assumptions.** One sample $x\in\mathbb{R}^d$ (shown with $d=3$; nothing depends on $d$), one
+# **Assumptions.** One sample $x\in\mathbb{R}^d$ (shown with $d=3$, nothing depends on $d$), one
 # channel $z = w\cdot x$, label $y\in\{-1,+1\}$ ($y^2=1$), classifier weight $a$, margin
 # $m = y\,a\,h$, a loss $\ell(m)$ with derivative $\ell'<0$ at the current margin. Without BN
-# $h = w\cdot x + b$; with BN $h = \gamma (w\cdot x-\mu)/\sigma+\beta$, the batch mean $\mu$ and
+# $h = w\cdot x + b$, and with BN $h = \gamma (w\cdot x-\mu)/\sigma+\beta$, the batch mean $\mu$ and
 # std $\sigma$ **constant during the step**. One SGD step on the sample's own loss, first order
 # in $\eta$, **only $w$ updated**: chain rule, substitute the step into $m$, keep the $O(\eta)$
 # term, use $y^2=1$.
@@ -131,7 +131,7 @@ assert not equal(ratio, gamma / sigma)  # the checker does reject a wrong answer
 # %% [markdown]
 # Both models are compared **at equal $\ell'$** (e.g. the function-matched no-BN twin of part 2,
 # $w' = \gamma w/\sigma$, $b' = \beta-\gamma\mu/\sigma$, computes the same margins). Since
-# $-\eta\ell' a^2\lVert x\rVert^2 > 0$ both margins grow; BN's grows $(\gamma/\sigma)^2$ times
+# $-\eta\ell' a^2\lVert x\rVert^2 > 0$ both margins grow, and BN's grows $(\gamma/\sigma)^2$ times
 # as much.
 #
 # **Variant: the batch mean follows $w$** ($\mu = w\cdot\bar x$): $x$ becomes $x-\bar x$.
@@ -144,7 +144,7 @@ assert equal(ratio_centered, gamma**2 / sigma**2 * sq_norm(x - xbar) / x2)
 
 # %% [markdown]
 # **Variant: $\gamma$, $\beta$ and $a$ take the step too.** Each group adds one non-negative term
-# ($\Delta m = -\eta\ell'\sum_\theta(\partial m/\partial\theta)^2$); only the $w$ path carries
+# ($\Delta m = -\eta\ell'\sum_\theta(\partial m/\partial\theta)^2$). Only the $w$ path carries
 # $(\gamma/\sigma)^2$.
 
 # %%
@@ -161,7 +161,7 @@ assert equal(derivation.margin_change("bn", ("w", "gamma", "beta", "a")), sum(te
 # %% [markdown]
 # **The gradient on $\gamma$** of $\frac1n\sum_i\ell(m_i)$ is $\frac1n\sum_i \ell'_i y_i a\hat z_i$:
 # a sample's share is $\propto|\ell'_i||\hat z_i|$. Its *sign*: the step raises $\gamma$ only when
-# $y_i a\hat z_i > 0$; a mislabeled sample whose activation still points to its true class
+# $y_i a\hat z_i > 0$. A mislabeled sample whose activation still points to its true class
 # pushes $\gamma$ *down*.
 
 # %%
@@ -194,7 +194,7 @@ base = toy.ToyConfig(d=toy_d, n_typical=toy_n_typical, n_outliers=toy_n_outliers
 # Every `probe_every` steps, for each outlier in the batch: one SGD step on its own loss updating
 # only $w$, **with the real BN** (gradient through $\mu$ and $\sigma$, statistics recomputed),
 # and the same step in the function-matched no-BN twin. Measured: the ratio of the two margin
-# changes; predicted: $(\gamma/\sigma)^2$. The initial $|w|$ varies to spread the prediction over
+# changes. Predicted: $(\gamma/\sigma)^2$. The initial $|w|$ varies to spread the prediction over
 # decades.
 #
 # **The agreement statistic.** Probes of one run share its batches, so the unit is the run (seed
@@ -303,8 +303,8 @@ run.figure(plot_theory.share_over_seeds(trained), "fraction_above_one")
 
 # %% [markdown]
 # **Gamma growth or sigma shrinkage?** The change of $(\gamma/\sigma)^2$ between two states of a
-# network (trained vs. initialization; flipped vs. clean labels from one init) is exactly a
-# $\gamma^2$ factor times a $1/\sigma^2$ factor (geometric means over a layer's channels; batch
+# network (trained vs. initialization, or flipped vs. clean labels from one init) is exactly a
+# $\gamma^2$ factor times a $1/\sigma^2$ factor (geometric means over a layer's channels, batch
 # $\sigma$ at both ends). The paper's loop predicts a growing $\gamma$, more so with outliers.
 
 # %%
