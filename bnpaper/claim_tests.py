@@ -1,5 +1,7 @@
 """The kinds of claim test (direction, at least, within, more than half, exact): each kind's
-verdict on an estimate, its one-sided p-value, and how a magnitude compares with the paper's."""
+verdict on an estimate, its one-sided p-value, and how a magnitude compares with the paper's.
+The verdicts here use the paper's words ("reproduced", "not reproduced", "inconclusive");
+`claims.judge` gives an exploratory row its own ("supported", "not supported")."""
 
 from __future__ import annotations
 
@@ -18,8 +20,10 @@ def _interval_test(x: float, lo: float, hi: float) -> str:
 
 
 def _direction(c: dict, est: Estimate) -> str:
+    """The whole interval at or above `min_effect` (lo == min_effect passes: the smallest effect
+    worth the word is reached), wholly below it, or neither."""
     m = float(c["min_effect"])
-    if est.lo > 0 and est.value >= m:
+    if est.lo >= m:
         return "reproduced"
     return "not reproduced" if est.hi < m else "inconclusive"
 
@@ -53,7 +57,9 @@ class TestKind:
 
 
 TESTS: dict[str, TestKind] = {
-    "direction": TestKind("min_effect", _direction, lambda c, est: est.p_above(0.0)),
+    "direction": TestKind(
+        "min_effect", _direction, lambda c, est: est.p_above(float(c["min_effect"]))
+    ),
     "at_least": TestKind(
         "threshold",
         lambda c, est: _interval_test(float(c["threshold"]), est.lo, est.hi),
@@ -78,8 +84,8 @@ def test_verdict(c: dict, est: Estimate) -> str:
 
 
 def p_value(c: dict, est: Estimate) -> float | None:
-    """The one-sided p-value of the claim's test, H0 "the claim fails": the effect is at most 0
-    (direction), at most the threshold (at_least), at most 0.5 (more_than_half), outside the
+    """The one-sided p-value of the claim's test, H0 "the claim fails": the effect is at most
+    `min_effect` (direction: the hypothesis its interval rule tests), at most the threshold (at_least), at most 0.5 (more_than_half), outside the
     band (within: the larger of the two one-sided tests, TOST). None for an exact identity."""
     return TESTS[c["test"]].p_value(c, est)
 
@@ -87,8 +93,8 @@ def p_value(c: dict, est: Estimate) -> float | None:
 def magnitude(c: dict, est: Estimate) -> str:
     """How the measured effect compares with the magnitude the paper reports, if it reports one."""
     rng = c.get("paper_range")
-    if rng is None:
-        return ""
+    if rng is None or not (math.isfinite(est.lo) and math.isfinite(est.hi)):
+        return ""  # no magnitude to compare without an interval
     a, b = map(float, rng)
     paper = f"{a:g}-{b:g}"
     if est.lo > b:

@@ -4,9 +4,11 @@
 verdict" table: the verdict follows the claim's test (one entry of `claim_tests.TESTS` per
 kind), says how the magnitude compares with the paper's where the paper gives one, and turns a
 "reproduced" into "inconclusive" when clean accuracy confounds it (`confound:`; at matched
-fit, `matched_fit`).
-`holm` corrects a run's rows for multiple testing; `Verdict.line` prints a row, the one way
-every notebook prints it.
+fit, `matched_fit`), and gives no interval and no verdict to a row from fewer than 2 independent
+draws (`n_units`). An exploratory row reads "supported" / "not supported", never "reproduced".
+`correct` applies each row's verdict family (`families:` in claims.yaml, fixed before any run):
+Bonferroni at the family's declared size, so a row's verdict depends on its own evidence only.
+`Verdict.line` prints a row, the one way every notebook prints it.
 """
 
 from __future__ import annotations
@@ -25,8 +27,43 @@ from .claim_tests import TESTS, magnitude, p_value, test_verdict
 from .stats import Estimate
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
-VERDICTS = ("reproduced", "not reproduced", "inconclusive")
+# the verdict words of each kind of family: holds, fails, neither
+VERDICTS = {
+    "paper": ("reproduced", "not reproduced", "inconclusive"),
+    "exploratory": ("supported", "not supported", "inconclusive"),
+}
+HOLDS = tuple(w[0] for w in VERDICTS.values())
+FAILS = tuple(w[1] for w in VERDICTS.values())
 CONFOUNDS = ("bn_vs_other", "cost", "reach", "matched_fit")  # `confound:` of a claim, if any
+MIN_UNITS = 2  # independent draws (seeds, pools) an interval needs: one draw gives none
+
+
+def holds(verdict: str) -> bool:
+    """Whether a verdict says the claim holds ("reproduced", or "supported" for a question)."""
+    return verdict in HOLDS
+
+
+def fails(verdict: str) -> bool:
+    """Whether a verdict says the claim fails ("not reproduced" / "not supported")."""
+    return verdict in FAILS
+
+
+def worded(verdict: str, kind: str) -> str:
+    """`verdict` in the words of a family kind ('paper', 'exploratory'): a stored paper word
+    "reproduced" of an exploratory row reads "supported", and back."""
+    words = VERDICTS[kind]
+    return words[0] if holds(verdict) else words[1] if fails(verdict) else verdict
+
+
+def kind_of(row: Mapping) -> str:
+    """A stored row's family kind: its `kind`, else (rows stored before verdict families) its
+    `family` when that names a kind, else the kind of its claim's family; 'paper' by default."""
+    if row.get("kind") in VERDICTS:
+        return row["kind"]
+    if row.get("family") in VERDICTS:
+        return row["family"]
+    name = _family_index().get(str(row.get("id", "")))
+    return family(name)["kind"] if name else "paper"
 
 
 # ---------------------------------------------------------------- the claims file
@@ -45,7 +82,63 @@ def _load(path: str = str(CLAIMS_FILE)) -> dict:
             raise ConfigError(
                 f"{path}: claim {cid} has confound={c['confound']!r}; allowed: {list(CONFOUNDS)}"
             )
+        if "family" in c:
+            raise ConfigError(
+                f"{path}: claim {cid} has family={c['family']!r}; a claim's family is declared "
+                "under `families:` (add the claim to one family's `rows`)"
+            )
+    _check_families(path, doc)
     return doc
+
+
+def _check_families(path: str, doc: dict) -> None:
+    """Every family has a kind, a question, rows [quick, per matrix cell] of known claims and an
+    integer size; every claim is in exactly one family."""
+    seen: dict[str, str] = {}
+    for name, f in doc.get("families", {}).items():
+        if f.get("kind") not in VERDICTS:
+            raise ConfigError(
+                f"{path}: family {name} has kind={f.get('kind')!r}; allowed: {list(VERDICTS)}"
+            )
+        for key in ("question", "rows", "size"):
+            if key not in f:
+                raise ConfigError(f"{path}: family {name} needs {key!r}")
+        if not isinstance(f["size"], int) or f["size"] < 0:
+            raise ConfigError(f"{path}: family {name} has size={f['size']!r}; allowed: int >= 0")
+        for cid, rows in f["rows"].items():
+            if cid not in doc["claims"]:
+                raise ConfigError(f"{path}: family {name} names {cid!r}, which is no claim")
+            if cid in seen:
+                raise ConfigError(f"{path}: claim {cid} is in families {seen[cid]} and {name}")
+            ok = isinstance(rows, list) and len(rows) == 2
+            if not ok or not all(isinstance(k, int) and k >= 0 for k in rows):
+                raise ConfigError(
+                    f"{path}: family {name}, claim {cid} has rows={rows!r}; allowed: "
+                    "[rows in the quick reference, rows per matrix cell], integers >= 0"
+                )
+            seen[cid] = name
+    missing = sorted(set(doc["claims"]) - set(seen))
+    if missing:
+        raise ConfigError(f"{path}: claims in no family of `families:`: {missing}")
+
+
+@functools.lru_cache(maxsize=None)
+def _family_index() -> dict[str, str]:
+    return {cid: name for name, f in _load()["families"].items() for cid in f["rows"]}
+
+
+def family(name: str) -> dict:
+    """One verdict family of the claims file (kind, question, rows, size), by name."""
+    families = _load()["families"]
+    if name not in families:
+        raise KeyError(f"no family {name!r} in {CLAIMS_FILE.name}; known: {sorted(families)}")
+    return families[name]
+
+
+def family_of(claim_id: str) -> str:
+    """The name of the verdict family a claim belongs to."""
+    claim(claim_id)
+    return _family_index()[claim_id]
 
 
 def claim(claim_id: str) -> dict:
@@ -127,9 +220,11 @@ def _joined(*notes: str) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One row of the "paper says / we measured / verdict" table. `fields`: what the notebook
-    adds (unit, clean_test_acc, dataset, budget, the case...); `p_holm`, `family_size`: set by
-    `holm`. `as_dict()` is the row as results.json stores it."""
+    """One row of the "paper says / we measured / verdict" table. `family`: the claim's verdict
+    family (claims.yaml `families:`), `kind` its kind ('paper', 'exploratory'); `n_units`: the
+    independent draws (seeds, pools) the interval is over; `fields`: what the notebook adds
+    (unit, clean_test_acc, dataset, budget, the case...); `p_adjusted`, `family_size`: set by
+    `correct`. `as_dict()` is the row as results.json stores it."""
 
     id: str
     claim: str
@@ -144,8 +239,10 @@ class Verdict:
     p: float | None
     family: str
     fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    p_holm: float | None = None
+    p_adjusted: float | None = None
     family_size: int | None = None
+    kind: str = "paper"
+    n_units: int | None = None
 
     def __getitem__(self, key: str) -> Any:
         """A row field by name, as in results.json (`row["verdict"]`, `row["clean_test_acc"]`)."""
@@ -172,10 +269,12 @@ class Verdict:
             "magnitude": self.magnitude,
             "p": self.p,
             "family": self.family,
+            "kind": self.kind,
+            "n_units": self.n_units,
         }
         row.update(self.fields)
         if self.family_size is not None:
-            row["p_holm"], row["family_size"] = self.p_holm, self.family_size
+            row["p_adjusted"], row["family_size"] = self.p_adjusted, self.family_size
         return row
 
     def with_verdict(self, verdict: str, why: str = "") -> Verdict:
@@ -187,8 +286,10 @@ class Verdict:
         verdict with its note, and the clean training (where the row has them: a reading at
         matched fit) and test accuracies it was read beside."""
         unit = str(self.fields.get("unit", "")).split(";")[0]
-        if math.isfinite(self.measured):
+        if math.isfinite(self.measured) and math.isfinite(self.lo) and math.isfinite(self.hi):
             est = f"{_num(self.measured)} [{_num(self.lo)}, {_num(self.hi)}]"
+        elif math.isfinite(self.measured):
+            est = f"{_num(self.measured)} (no interval: n/a)"
         else:
             est = "no estimate"
         verdict = f"{self.verdict} ({self.magnitude})" if self.magnitude else self.verdict
@@ -298,6 +399,7 @@ def judge(
     *,
     train_acc_gap: float | None = None,
     test_acc_gap: float | None = None,
+    n_units: int | None = None,
     **fields: Any,
 ) -> Verdict:
     """One verdict row. `acc_gap`: for a 'bn_vs_other' claim, BN's clean test accuracy minus the
@@ -309,14 +411,27 @@ def judge(
     learn (`near_chance`), the row is inconclusive. `train_acc_gap`, `test_acc_gap`: for a
     'matched_fit' claim (a reading at matched fit), the first compared model's clean training
     and clean test accuracy at the reading minus the second's (`matched_fit`); other claims
-    ignore them. `fields` (unit, clean_test_acc, dataset, ...)
-    are kept in the row; string fields of the claim are formatted with them (e.g. {mix})."""
+    ignore them. `n_units`: the independent draws (seeds, pools) `est`'s interval is over
+    (default `est.n`, right for an estimate over seeds; an estimate whose `n` counts targets or
+    examples of pools must pass its pools): below 2 the row has no interval (n/a), no p-value
+    and reads inconclusive, whatever the test would say. `fields` (unit, clean_test_acc,
+    dataset, ...) are kept in the row; string fields of the claim are formatted with them
+    (e.g. {mix})."""
     c = claim(claim_id)
     section = section or claim_id.split(".")[0]
     fit = (train_acc_gap, test_acc_gap)
+    units = est.n if n_units is None else int(n_units)
+    one_draw = TESTS[c["test"]].needs_interval and units < MIN_UNITS
+    if one_draw:  # one draw: no interval, so nothing to test
+        est = Estimate(est.value, math.nan, math.nan, est.n, est.level)
     verdict, note = _confounded(
         c, test_verdict(c, est), magnitude(c, est), section, acc_gap, compared, fields, fit
     )
+    if one_draw:
+        why = f"{units} independent draw(s): no interval (n/a), so no verdict"
+        verdict, note = "inconclusive", _joined(note, why)
+    name = family_of(claim_id)
+    kind = family(name)["kind"]
     fmt = {k: v for k, v in fields.items() if isinstance(v, (str, int, float))}
     return Verdict(
         id=claim_id,
@@ -327,38 +442,61 @@ def judge(
         lo=est.lo,
         hi=est.hi,
         n=est.n,
-        verdict=verdict,
+        verdict=worded(verdict, kind),
         magnitude=note,
-        p=p_value(c, est),
-        family=c.get("family", "paper"),
+        p=None if one_draw else p_value(c, est),
+        family=name,
         fields=dict(fields),
+        kind=kind,
+        n_units=units,
     )
 
 
-HOLM_ALPHA = 0.025  # one-sided; a family of one keeps the 95% interval's rule
+ALPHA = 0.025  # one-sided, family-wise; a family of one keeps the 95% interval's rule
+HOLM_ALPHA = ALPHA  # the name before verdict families
 
 
-def holm(rows: Iterable[Verdict], alpha: float = HOLM_ALPHA) -> list[Verdict]:
-    """The rows after Holm's step-down correction over each family of one notebook run (the
-    paper's claims; the exploratory questions apart): each statistical row gets `p_holm` and
-    `family_size`; a "reproduced" whose adjusted p-value is not below `alpha` becomes
-    "inconclusive", and says so. Rows without a p-value (exact identities, no interval) are not
-    part of a family. Correcting corrected rows changes nothing."""
+def _declared_rows(claim_id: str) -> int:
+    """The most rows one configuration gives of a claim (its family's `rows`)."""
+    return max(family(family_of(claim_id))["rows"][claim_id])
+
+
+def correct(rows: Iterable[Verdict], alpha: float = ALPHA) -> list[Verdict]:
+    """The rows after the multiple-testing correction of their verdict families (claims.yaml
+    `families:`, fixed before any run): each statistical row gets `p_adjusted` = min(1, m p),
+    Bonferroni at its family's declared size m, and `family_size` = m; a "reproduced" (or
+    "supported") with m > 1 whose adjusted p-value exceeds `alpha` becomes "inconclusive" and
+    says so. A row's verdict depends on its own p and its family's m alone, never on the other
+    rows of the run. Rows without a p-value (exact identities, no interval) are not corrected.
+    A claim with more rows in `rows` than its family declares per configuration is named in
+    each of its rows (the declared size undercounts). Correcting corrected rows changes
+    nothing."""
     rows = list(rows)
-    tested = [i for i, r in enumerate(rows) if r.p is not None and math.isfinite(r.p)]
-    for family in dict.fromkeys(rows[i].family for i in tested):
-        members = sorted((i for i in tested if rows[i].family == family), key=lambda i: rows[i].p)
-        m, running = len(members), 0.0
-        for rank, i in enumerate(members):
-            r = rows[i]
-            running = max(running, min(1.0, (m - rank) * r.p))
-            r = dataclasses.replace(r, p_holm=running, family_size=m)
-            if r.verdict == "reproduced" and running >= alpha:
-                what = "claims" if family == "paper" else f"{family} rows"
-                why = (
-                    f"not significant after Holm's correction over the {m} {what} of this run "
-                    f"(p = {r.p:.2g}, adjusted {running:.2g})"
-                )
-                r = r.with_verdict("inconclusive", why)
-            rows[i] = r
-    return rows
+    tested = [r.p is not None and math.isfinite(r.p) for r in rows]
+    counts: dict[str, int] = {}
+    for r, t in zip(rows, tested):
+        counts[r.id] = counts.get(r.id, 0) + t
+    out = []
+    for r, t in zip(rows, tested):
+        if not t:
+            out.append(r)
+            continue
+        m = int(family(r.family)["size"])
+        p_adj = min(1.0, max(m, 1) * r.p)
+        new = dataclasses.replace(r, p_adjusted=p_adj, family_size=m)
+        declared = _declared_rows(r.id)
+        over = f"{counts[r.id]} rows of {r.id} in this run, more than the {declared} per "
+        over += f"configuration its family {r.family} declares (its size {m} undercounts)"
+        if counts[r.id] > declared and over not in r.magnitude:
+            new = dataclasses.replace(new, magnitude=_joined(new.magnitude, over))
+        if holds(r.verdict) and m > 1 and p_adj > alpha:
+            why = (
+                f"not significant after Bonferroni's correction over the {m} tests of its "
+                f"family {r.family} (p = {r.p:.2g}, adjusted {p_adj:.2g})"
+            )
+            new = new.with_verdict("inconclusive", why)
+        out.append(new)
+    return out
+
+
+holm = correct  # the name notebooks used before verdict families

@@ -9,9 +9,14 @@ import textwrap
 from pathlib import Path
 
 from .config import repo_root
+from .claims import VERDICTS, kind_of
 from .results_tables import (
-    MARK,
+    AGGREGATE_NOTE,
+    aggregate_table,
+    aggregates,
     fmt_number,
+    verdict_cell,
+    verdict_word,
     table_cell,
     GLANCE_NOTE,
     MATRIX_FIGURES,
@@ -49,6 +54,12 @@ def render(root: Path | None = None) -> str:
         table(root),
         "",
         MULTIPLE_TESTING,
+        "",
+        "## Each claim of the paper across the committed configurations",
+        "",
+        AGGREGATE_NOTE,
+        "",
+        aggregate_table(root),
         "",
     ]
     timing = run_time_line(root)
@@ -157,10 +168,11 @@ def _pick(claims: list[dict], cid: str, fields: dict) -> dict | None:
     )
 
 
-def _counts(claims: list[dict], family: str) -> str:
-    """The verdict counts of one family's rows: "a reproduced, b not reproduced, c inconclusive"."""
-    verdicts = [c.get("verdict", "inconclusive") for c in claims if c.get("family") == family]
-    return ", ".join(f"{verdicts.count(v)} {v}" for v in MARK)
+def _counts(claims: list[dict], kind: str) -> str:
+    """The verdict counts of the rows of one family kind, in its words: "a reproduced, b not
+    reproduced, c inconclusive" ('paper'), "a supported, ..." ('exploratory')."""
+    verdicts = [verdict_word(c) for c in claims if kind_of(c) == kind]
+    return ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS[kind])
 
 
 def _accuracies(claim: dict) -> str:
@@ -180,11 +192,30 @@ def _accuracies(claim: dict) -> str:
 def _summary_row(words: str, claim: dict) -> str:
     """One row of the README's summary: section, the claim in short, estimate (with both models'
     accuracies for a reading at matched fit), verdict."""
-    verdict = f"**{claim.get('verdict', 'inconclusive')}**"
-    if claim.get("magnitude"):
-        verdict += f" ({claim['magnitude']})"
+    verdict = verdict_cell(claim)
     cells = (claim["id"].split(".")[0], words, _estimate(claim) + _accuracies(claim), verdict)
     return "| " + " | ".join(table_cell(x) for x in cells) + " |"
+
+
+def across(root: Path | None = None) -> str:
+    """One sentence from the aggregate rows (`results_tables.aggregates`): how many claims of the
+    paper (by case) hold in every committed configuration that tested them, which, and how many
+    hold in some cells only or in none; "" when nothing is committed."""
+    aggs = aggregates(root)
+    if not aggs:
+        return ""
+    n_cells = len({cell for a in aggs for cell, _ in a.cells})
+    every = [a for a in aggs if len(a.named("reproduced")) == len(a.cells)]
+    some = [a for a in aggs if 0 < len(a.named("reproduced")) < len(a.cells)]
+    none = len(aggs) - len(every) - len(some)
+    names = "; ".join(f"{a.id}" + (f" [{a.case}]" if a.case else "") for a in every)
+    text = (
+        f"Across the committed configurations ({n_cells} cells: the quick reference and the "
+        f"matrix), {len(every)} of the paper's {len(aggs)} claims and cases hold in every cell "
+        f"that tested them" + (f" ({names})" if every else "")
+    )
+    rest = f", {len(some)} in some cells only and {none} in none (every cell named in "
+    return text + rest + "figures/REPORT.md)."
 
 
 def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> str:
@@ -199,14 +230,14 @@ def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> st
     missed = [
         f"{c.get('claim', '')}: {_estimate(c)}"
         for c in claims
-        if c.get("family") == "paper"
+        if kind_of(c) == "paper"
         and c.get("verdict") == "not reproduced"
         and all(c is not shown for _, shown in picked)
     ]
     summary = (
         f"All {len(claims)} verdict rows of this run, each with the paper's words, the clean test "
-        "accuracy of the compared models and Holm's correction, and the matrix of architectures "
-        "and datasets: [figures/REPORT.md](figures/REPORT.md). "
+        "accuracy of the compared models and its verdict family's correction, and the matrix "
+        "of architectures and datasets: [figures/REPORT.md](figures/REPORT.md). "
         f"The paper's claims: {_counts(claims, 'paper')}; "
         f"exploratory questions: {_counts(claims, 'exploratory')}."
     )
@@ -215,7 +246,7 @@ def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> st
     timing = run_time_line(root, dataset)
     notes = [
         textwrap.fill(t, 100, break_long_words=False, break_on_hyphens=False)
-        for t in (summary, timing)
+        for t in (summary, across(root), timing)
         if t
     ]
     lines = [SUMMARY_HEADER, *rows, *(line for note in notes for line in ("", note))]

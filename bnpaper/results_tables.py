@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
+from .claims import kind_of, worded
 from .config import NOTEBOOKS, repo_root
 
 
@@ -59,6 +61,18 @@ def table_cell(text) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def verdict_word(claim: dict) -> str:
+    """A stored row's verdict in its family kind's words (an exploratory row stored before
+    verdict families with "reproduced" reads "supported")."""
+    return worded(claim.get("verdict", "inconclusive"), kind_of(claim))
+
+
+def verdict_cell(claim: dict) -> str:
+    """The verdict in bold, with its note."""
+    note = f" ({claim['magnitude']})" if claim.get("magnitude") else ""
+    return f"**{verdict_word(claim)}**{note}"
+
+
 def claim_row(nb: str, claim: dict) -> str:
     measured = fmt_number(claim.get("measured"))
     lo, hi = claim.get("lo"), claim.get("hi")
@@ -75,8 +89,7 @@ def claim_row(nb: str, claim: dict) -> str:
         measured,
         fmt_accuracies(claim.get("clean_test_acc")),
         f"{claim.get('dataset', '')} / {claim.get('budget', '')}",
-        f"**{claim.get('verdict', 'inconclusive')}**"
-        + (f" ({claim['magnitude']})" if claim.get("magnitude") else ""),
+        verdict_cell(claim),
     ]
     return "| " + " | ".join(table_cell(c) for c in cells) + " |"
 
@@ -97,14 +110,16 @@ MATRIX_HEADER = (
 
 
 MULTIPLE_TESTING = (
-    "Multiple testing: within one notebook run the paper's claims are one family and the "
-    "exploratory questions (controls, mitigation frontier, pool-size trend) another, each "
-    "corrected with Holm's step-down procedure (one-sided alpha 0.025, the 95% interval's rule "
-    "for a family of one); a row that passes its test but not the corrected one is inconclusive "
-    "and says so. "
-    "Across the matrix no further correction is made: the paper's claim is that an effect holds "
-    "in every setting, and a conjunction of tests each at level alpha is itself a level-alpha "
-    "test (intersection-union), so each cell is read on its own."
+    "Multiple testing: every row belongs to a verdict family fixed before any run "
+    "(`families:` in bnpaper/claims.yaml): one per claim of the paper, across the quick "
+    "reference and every cell of the matrix it is tested in, and one per exploratory question "
+    "(controls, effective learning rate, pool-size trend, mitigation frontiers). Each family "
+    "declares its size m, the tests it holds over all those configurations; a row is corrected "
+    "by Bonferroni at that m (one-sided family-wise alpha 0.025; a family of one keeps the 95% "
+    "interval's rule), so the same evidence gets the same verdict whatever else a run holds. "
+    "A row that passes its own test but not the corrected one is inconclusive and says so. "
+    "Exploratory rows read supported / not supported / inconclusive; a row from fewer than two "
+    "independent draws (seeds, pools) has no interval and reads inconclusive."
 )
 
 
@@ -141,8 +156,7 @@ def matrix_table(root: Path | None = None) -> str:
             arch,
             measured,
             fmt_accuracies(c.get("clean_test_acc")),
-            f"**{c.get('verdict', 'inconclusive')}**"
-            + (f" ({c['magnitude']})" if c.get("magnitude") else ""),
+            verdict_cell(c),
         ]
         lines.append("| " + " | ".join(table_cell(x) for x in cells) + " |")
     return MATRIX_HEADER + "\n" + "\n".join(lines)
@@ -157,28 +171,43 @@ MATRIX_FIGURES = (
 )
 
 
-MARK = {"reproduced": "✓", "not reproduced": "✗", "inconclusive": "?"}
+MARK = {
+    "reproduced": "✓",
+    "not reproduced": "✗",
+    "supported": "✓",
+    "not supported": "✗",
+    "inconclusive": "?",
+}
 
 
 GLANCE_NOTE = (
     "Each cell: the measured effect (the claim's estimate: a difference BN minus no-BN, a "
-    "ratio or a share, as in the long table), the verdict (✓ reproduced, ✗ not reproduced, "
-    "? inconclusive) and the clean test accuracy of the compared models, in the order the "
+    "ratio or a share, as in the long table), the verdict (✓ reproduced or supported, ✗ not "
+    "reproduced or not supported, ? inconclusive) and the clean test accuracy of the compared models, in the order the "
     "long table names them. A column is one configuration: dataset, architecture, budget "
     "(quick: the reference run; full: the matrix)."
 )
 
 
-def _case(c: dict) -> str:
+# claims whose rows pool the corruptions of a run (typical learning: the clean samples)
+POOLED = ("01.typical.epochs", "01.typical.auc")
+
+
+def _case(c: dict, cases_only: bool = False) -> str:
     """What tells one row of a claim from another inside a configuration (corruption, mix,
-    subgroup, case, alternative; the architecture for notebook 04's per-network rows)."""
+    subgroup, case, alternative; the architecture for notebook 04's per-network rows). With
+    `cases_only`, the kinds a row pools over (a list, corruptions joined by "+", any corruption
+    of a typical-learning row: `POOLED`) are no case."""
     keys = ("corruption", "mix", "subgroup", "alternative") + (
         ("arch",) if str(c.get("id", "")).startswith("04.") else ()
     )
     vals = []
     for k in keys:
         v = c.get(k)
-        if v not in (None, "", []):
+        pooled = isinstance(v, list) or (
+            k == "corruption" and ("+" in str(v) or c.get("id") in POOLED)
+        )
+        if v not in (None, "", []) and not (cases_only and pooled):
             vals.append("+".join(map(str, v)) if isinstance(v, list) else str(v))
     return ", ".join(vals)
 
@@ -218,7 +247,7 @@ def glance_tables(root: Path | None = None) -> str:
                     if isinstance(v, (int, float))
                 )
                 cells.setdefault(key, {})[label] = (
-                    f"{fmt_number(c.get('measured'))} {MARK.get(c.get('verdict'), '?')}"
+                    f"{fmt_number(c.get('measured'))} {MARK.get(verdict_word(c), '?')}"
                     + (f"<br>acc {acc}" if acc else "")
                 )
         head = (
@@ -305,3 +334,105 @@ def run_time_line(root: Path | None = None, dataset: str = "fashion_mnist") -> s
         f"Run time ({'/'.join(budgets)} budget, {dataset}, {'/'.join(map(str, cores))} cores): "
         f"{times} · total {total / 60:.1f} min; {start}."
     )
+
+
+# ---------------------------------------------------------------- each paper claim across the cells
+@dataclass(frozen=True)
+class Aggregate:
+    """One claim of the paper (and case: corruption, mix, group, architecture...) across the
+    committed configurations: per cell (a configuration that tested it) its verdict there, one
+    of "reproduced" (every row of the claim and case in the cell reproduced), "not reproduced"
+    (one of them not reproduced) or "inconclusive"."""
+
+    id: str
+    case: str
+    claim: str
+    family: str
+    cells: tuple[tuple[str, str], ...]
+
+    def named(self, verdict: str) -> list[str]:
+        """The cells where the claim read `verdict`."""
+        return [cell for cell, v in self.cells if v == verdict]
+
+    def summary(self) -> str:
+        """"holds in every cell (n: ...)" or "holds in k of n (...); not reproduced in ...;
+        inconclusive in ...", every cell named."""
+        held, n = self.named("reproduced"), len(self.cells)
+        if n and len(held) == n:
+            return f"holds in every cell ({n}: {', '.join(held)})"
+        parts = [f"holds in {len(held)} of {n}" + (f" ({', '.join(held)})" if held else "")]
+        for v in ("not reproduced", "inconclusive"):
+            if self.named(v):
+                parts.append(f"{v} in {', '.join(self.named(v))}")
+        return "; ".join(parts)
+
+
+def cell_name(label: str, res: dict) -> str:
+    """A configuration in a few words: dataset, architecture, budget ("fashion_mnist lenet
+    quick")."""
+    p = res.get("params", {})
+    arch = p.get("arch") or "+".join(p.get("archs", [])) or "?"
+    budget = p.get("budget") or ("quick" if is_reference(label) else "?")
+    return f"{label.split('.')[0]} {arch} {budget}"
+
+
+def _cell_verdict(verdicts: list[str]) -> str:
+    if all(v == "reproduced" for v in verdicts):
+        return "reproduced"
+    return "not reproduced" if "not reproduced" in verdicts else "inconclusive"
+
+
+def aggregates(root: Path | None = None) -> list[Aggregate]:
+    """Every claim of the paper (by id and case, `_case`) across the committed configurations,
+    in the order of notebooks, then claim, then case; cells in the order of `collect` (the
+    reference first within a notebook). A cell whose name repeats gets its folder appended."""
+    from .claims import family_of
+
+    found = collect(root, every_configuration=True)
+    names = [(nb, cell_name(label, res)) for nb, label, res in found]
+    cells: dict[tuple[str, str], dict[str, list[str]]] = {}
+    words: dict[tuple[str, str], str] = {}
+    for (nb, label, res), name in zip(found, names):
+        name = name[1] if names.count(name) == 1 else f"{name[1]} ({label})"
+        for c in res.get("claims", []):
+            if kind_of(c) != "paper":
+                continue
+            key = (str(c.get("id", "")), _case(c, cases_only=True))
+            words.setdefault(key, str(c.get("claim", "")))
+            cells.setdefault(key, {}).setdefault(name, []).append(verdict_word(c))
+    out = []
+    for key in sorted(cells, key=lambda k: (k[0].split(".")[0], k)):
+        try:
+            fam = family_of(key[0])
+        except KeyError:
+            fam = "?"
+        per = tuple((cell, _cell_verdict(v)) for cell, v in cells[key].items())
+        out.append(Aggregate(key[0], key[1], words[key], fam, per))
+    return out
+
+
+AGGREGATE_NOTE = (
+    "One row per claim of the paper (and case) over every committed configuration that tested "
+    "it (the quick reference and the matrix's cells): a cell holds when every row of the claim "
+    "and case there reads reproduced (its verdict as stored, after its family's correction); "
+    "the cells that read not reproduced or inconclusive are named."
+)
+
+
+def aggregate_table(root: Path | None = None) -> str:
+    """The aggregate rows as a table: claim (id, words, case), family, across the cells."""
+    rows = [
+        "| "
+        + " | ".join(
+            table_cell(x)
+            for x in (
+                f"{a.id}: {a.claim}" + (f" [{a.case}]" if a.case else ""),
+                a.family,
+                a.summary(),
+            )
+        )
+        + " |"
+        for a in aggregates(root)
+    ]
+    head = "| claim [case] | family | across the committed configurations |\n|---|---|---|"
+    return head + "\n" + "\n".join(rows)

@@ -107,27 +107,31 @@ def controls_reading(
     """Per case (a row's field `key`: the corruption in 01, the mix and subgroup in 03), what the
     two controls say about which part of BN carries its effect, from their verdict rows
     `prefix`* (`claims.Verdict`, after any multiple-testing correction)."""
+    from .claims import fails, holds
+
     controls = [r for r in rows if r.id.startswith(prefix)]
     out = []
     for case in dict.fromkeys(r.fields[key] for r in controls):
         v = {r.id.split(".")[-1]: r.verdict for r in controls if r.fields[key] == case}
         gn, na = v.get("gn"), v.get("bn_noaffine")
-        if gn == "reproduced" and na == "not reproduced":
+        yes = {k: holds(x) for k, x in (("gn", gn), ("na", na)) if x is not None}
+        no = {k: fails(x) for k, x in (("gn", gn), ("na", na)) if x is not None}
+        if yes.get("gn") and no.get("na"):
             says = (
                 f"the learned gamma carries {effect} (GroupNorm raises {effect} without batch "
                 "coupling; fixed-gamma BN does not)"
             )
-        elif na == "reproduced" and gn == "not reproduced":
+        elif yes.get("na") and no.get("gn"):
             says = (
                 f"batch coupling carries {effect} (BN with gamma fixed raises {effect}; "
                 "GroupNorm's learned gamma does not)"
             )
-        elif gn == na == "reproduced":
+        elif yes.get("gn") and yes.get("na"):
             says = (
                 f"either part alone raises {effect} (GroupNorm's learned gamma and BN's batch "
                 "coupling)"
             )
-        elif gn == na == "not reproduced":
+        elif no.get("gn") and no.get("na"):
             says = f"neither part alone raises {effect} by the minimum effect"
         else:
             says = "not separated at this budget"
