@@ -85,8 +85,9 @@ def test_verdict(c: dict, est: Estimate) -> str:
 
 def p_value(c: dict, est: Estimate) -> float | None:
     """The one-sided p-value of the claim's test, H0 "the claim fails": the effect is at most
-    `min_effect` (direction: the hypothesis its interval rule tests), at most the threshold (at_least), at most 0.5 (more_than_half), outside the
-    band (within: the larger of the two one-sided tests, TOST). None for an exact identity."""
+    `min_effect` (direction: the hypothesis its interval rule tests), at most the threshold
+    (at_least), at most 0.5 (more_than_half), outside the band (within: the larger of the two
+    one-sided tests, TOST). None for an exact identity."""
     return TESTS[c["test"]].p_value(c, est)
 
 

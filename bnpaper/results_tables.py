@@ -183,9 +183,9 @@ MARK = {
 GLANCE_NOTE = (
     "Each cell: the measured effect (the claim's estimate: a difference BN minus no-BN, a "
     "ratio or a share, as in the long table), the verdict (✓ reproduced or supported, ✗ not "
-    "reproduced or not supported, ? inconclusive) and the clean test accuracy of the compared models, in the order the "
-    "long table names them. A column is one configuration: dataset, architecture, budget "
-    "(quick: the reference run; full: the matrix)."
+    "reproduced or not supported, ? inconclusive) and the clean test accuracy of the compared "
+    "models, in the order the long table names them. A column is one configuration: dataset, "
+    "architecture, budget (quick: the reference run; full: the matrix)."
 )
 
 
@@ -355,7 +355,7 @@ class Aggregate:
         return [cell for cell, v in self.cells if v == verdict]
 
     def summary(self) -> str:
-        """"holds in every cell (n: ...)" or "holds in k of n (...); not reproduced in ...;
+        """ "holds in every cell (n: ...)" or "holds in k of n (...); not reproduced in ...;
         inconclusive in ...", every cell named."""
         held, n = self.named("reproduced"), len(self.cells)
         if n and len(held) == n:

@@ -44,14 +44,33 @@ def test_direction_needs_the_minimum_effect_not_significance_alone():
         claims.judge("03.auc.outliers", E(0.5, 0.1, 0.9), mix="1%", **FIT)["verdict"]
         == "not reproduced"
     )
+    # significant (lo > 0) and the mean above the minimum effect, but lo below it: not enough
     assert (
         claims.judge("03.auc.outliers", E(1.5, 0.1, 2.9), mix="1%", **FIT)["verdict"]
-        == "reproduced"
+        == "inconclusive"
     )
     assert (
         claims.judge("03.auc.outliers", E(1.5, -0.1, 2.9), mix="1%", **FIT)["verdict"]
         == "inconclusive"
     )
+
+
+@pytest.mark.parametrize(
+    "cid,fields",
+    [
+        ("03.auc.outliers", {"mix": "1%", **FIT}),  # min_effect 1.0 AUC points
+        ("02.bn_vs_none", {"reading": "epoch 4"}),  # min_effect 0.5 (passed at lo = 0.27 before)
+        ("01.final.flip", {}),  # min_effect 0.01
+    ],
+)
+def test_direction_passes_at_lo_equal_to_min_effect_and_fails_just_below(cid, fields):
+    m = float(claims.claim(cid)["min_effect"])
+    at = claims.judge(cid, E(m + 1.0, m, m + 2.0), **fields)
+    below = claims.judge(cid, E(m + 1.0, m - 1e-9, m + 2.0), **fields)
+    assert claim_tests.test_verdict(claims.claim(cid), E(m + 1.0, m, m + 2.0)) == "reproduced"
+    assert at["verdict"] == "reproduced" and below["verdict"] == "inconclusive"
+    # wholly below the minimum effect, though above 0: not reproduced
+    assert claims.judge(cid, E(m / 2, m / 4, m - 1e-9), **fields)["verdict"] == "not reproduced"
 
 
 @pytest.mark.parametrize(
@@ -160,9 +179,9 @@ def test_every_claim_in_the_file_has_what_its_test_needs():
     assert set(doc["settings"]["acc_tolerance"]) == {"01", "02", "03", "04", "05"}
 
 
-def _row(p, verdict="reproduced", family="paper"):
+def _row(p, verdict="reproduced", cid="01.final.flip"):
     return claims.Verdict(
-        id="x",
+        id=cid,
         claim="a claim",
         paper="p",
         test="direction",
@@ -173,26 +192,108 @@ def _row(p, verdict="reproduced", family="paper"):
         verdict=verdict,
         magnitude="",
         p=p,
-        family=family,
+        family=claims.family_of(cid),
+        kind=claims.family(claims.family_of(cid))["kind"],
     )
 
 
-def test_holm_adjusts_like_the_textbook_step_down_and_downgrades_only_what_fails():
-    rows = [_row(0.01), _row(0.004), _row(0.02), _row(None), _row(0.3, "not reproduced")]
-    rows = claims.holm(rows)
-    # sorted p: 0.004, 0.01, 0.02, 0.3 (m = 4): 4*0.004, max(., 3*0.01), max(., 2*0.02), max(., 0.3)
-    assert [r.p_holm for r in rows] == pytest.approx([0.03, 0.016, 0.04, None, 0.3])
+def test_correct_is_bonferroni_at_the_declared_family_size_and_downgrades_only_what_fails():
+    m = claims.family("memorization_strength")["size"]
+    assert m == 30
+    rows = [_row(0.0005), _row(0.001), _row(None), _row(0.3, "not reproduced")]
+    rows = claims.correct(rows)
+    assert [r.p_adjusted for r in rows] == pytest.approx([0.015, 0.03, None, 1.0])
+    assert [r.family_size for r in rows] == [30, 30, None, 30]
     assert [r.verdict for r in rows] == [
-        "inconclusive",
-        "reproduced",
-        "inconclusive",
-        "reproduced",
+        "reproduced",  # 30 * 0.0005 = 0.015 <= 0.025
+        "inconclusive",  # 30 * 0.001 = 0.03 > 0.025
+        "reproduced",  # no p-value (an exact identity, no interval): not corrected
         "not reproduced",
     ]
-    assert "Holm" in rows[0].magnitude and "4 claims" in rows[0].magnitude
-    assert rows[3].family_size is None  # an exact identity is not in the family
-    again = claims.holm(rows)  # idempotent: a second correction adds no second note
-    assert again == rows
+    assert "Bonferroni" in rows[1].magnitude and "30 tests of its family" in rows[1].magnitude
+    assert claims.correct(rows) == rows  # idempotent: a second correction adds no second note
+    assert claims.holm is claims.correct  # the notebooks' old name
+
+
+def test_the_same_evidence_gets_the_same_verdict_whatever_the_run_holds():
+    """A row's corrected verdict and p-value depend on its own evidence alone: alone (a run of
+    one notebook, `--only`), among the rows of every notebook, or among any other rows of its
+    own family, it reads the same."""
+    import random
+
+    import dataclasses
+
+    est = E(0.3, 0.2, 0.4)  # normal approximation: p = 1.3e-9 above min_effect 0.01
+    target = claims.judge("01.final.flip", est, acc_gap=0.0)
+    # 30 * 0.0008 = 0.024: passes at m = 30 whatever else the run holds (Holm's step-down over
+    # the run's rows failed it beside 4 smaller p-values once the run held more than 35 rows)
+    border = dataclasses.replace(_row(0.0008), claim="border")
+    others = [
+        claims.judge("01.speed.flip", E(0.02, 0.015, 0.03), acc_gap=0.0),
+        claims.judge("02.bn_vs_none", E(0.9, 0.6, 1.2), reading="epoch 4"),
+        claims.judge("03.auc.mix0.all", E(2.2, 1.4, 3.0), **FIT),
+        claims.judge("04.most_channels", E(0.92, 0.88, 0.96), arch="lenet"),
+        claims.judge("01.control.gn", E(0.05, 0.02, 0.08), subset="flips", acc_gap=0.0),
+        *(_row(p) for p in (0.0001, 0.0002, 0.0003, 0.0004, 0.2, 0.5, 0.9)),
+    ]
+    alone = claims.correct([target, border])
+    rng = random.Random(0)
+    for _ in range(20):
+        context = rng.sample(others, rng.randint(0, len(others)))
+        mixed = claims.correct([*context, target, *context, border])
+        got = [r for r in mixed if r.claim in (target.claim, "border")]
+        assert len(got) == 2 and [(r.verdict, r.p_adjusted) for r in got] == [
+            (r.verdict, r.p_adjusted) for r in alone
+        ]
+    assert [r.verdict for r in alone] == ["reproduced", "reproduced"]
+
+
+def test_one_draw_gives_no_interval_and_an_inconclusive_verdict():
+    strong = E(0.5, 0.4, 0.6, n=16)  # e.g. 16 targets of one pool: n counts targets, not pools
+    one = claims.judge("03.auc.mix0.all", E(5.0, 4.0, 6.0, n=16), n_units=1, **FIT)
+    assert one.verdict == "inconclusive" and one.n_units == 1 and one.p is None
+    assert math.isnan(one.lo) and math.isnan(one.hi) and "no interval (n/a)" in one.magnitude
+    assert "within the paper's" not in one.magnitude  # no magnitude without an interval
+    assert "(no interval: n/a)" in one.line()
+    assert claims.correct([one])[0].family_size is None  # no p-value: nothing to correct
+    two = claims.judge("03.auc.mix0.all", E(5.0, 4.0, 6.0, n=16), n_units=2, **FIT)
+    assert two.verdict == "reproduced" and two.n_units == 2
+    # the default is the estimate's own n (seeds for a t interval): one seed, no verdict
+    assert claims.judge("01.final.flip", E(0.5, 0.4, 0.6, n=1)).verdict == "inconclusive"
+    assert claims.judge("01.final.flip", strong).verdict == "reproduced"
+    assert claims.judge("01.final.flip", strong).as_dict()["n_units"] == 16
+    # an exact identity needs no interval: one evaluation is its whole evidence
+    assert claims.judge("04.derivation", E(1.0, 1.0, 1.0, n=1)).verdict == "reproduced"
+
+
+def test_exploratory_rows_read_supported_or_not_supported_never_reproduced():
+    exploratory = [
+        cid
+        for cid in claims._load()["claims"]
+        if claims.family(claims.family_of(cid))["kind"] == "exploratory"
+    ]
+    assert "01.control.gn" in exploratory and "05.frontier" in exploratory
+    fields = {
+        "subset": "s",
+        "mix": "5%",
+        "subgroup": "all",
+        "factor": 2,
+        "alternative": "a",
+        "sizes": "s",
+        "fit_level": "99%",
+        "acc_tolerance": 0.01,
+        **FIT,
+    }
+    seen = set()
+    for cid in exploratory:
+        m = float(claims.claim(cid)["min_effect"])
+        for est in (E(m + 2, m + 1, m + 3), E(m / 4, -m, m / 2), E(m, -m, 3 * m)):
+            row = claims.correct([claims.judge(cid, est, acc_gap=0.0, **fields)])[0]
+            assert row.kind == "exploratory" and "reproduced" not in row.verdict
+            seen.add(row.verdict)
+    assert seen == {"supported", "not supported", "inconclusive"}
+    assert claims.worded("reproduced", "exploratory") == "supported"
+    assert claims.worded("not supported", "paper") == "not reproduced"
 
 
 def test_a_verdict_prints_as_one_line_with_its_interval_and_accuracies():
@@ -211,23 +312,18 @@ def test_a_verdict_prints_as_one_line_with_its_interval_and_accuracies():
     assert row.as_dict()["corruption"] == "flip" and row.as_dict()["verdict"] == "reproduced"
 
 
-def test_a_family_of_one_keeps_the_interval_rule():
-    """One claim: p < 0.025 one-sided iff the 95% t interval's lower end is above 0."""
+def test_a_direction_tests_p_value_agrees_with_its_interval_rule_and_a_family_of_one_keeps_it():
+    """A t interval's lower end reaches min_effect iff the one-sided p at min_effect is at most
+    0.025; a family of one (05.lira) corrects nothing."""
     from bnpaper import stats
 
-    for values in ([0.2, 0.25, 0.3], [0.01, 0.3, -0.1], [0.05, 0.06, 0.2]):
+    assert claims.family(claims.family_of("05.lira"))["size"] == 1
+    for values in ([0.2, 0.25, 0.3], [0.01, 0.3, -0.1], [0.05, 0.06, 0.2], [0.02, 0.03, 0.05]):
         e = stats.t_mean(values)
-        row = claims.judge("01.final.flip", e)
-        (corrected,) = claims.holm([row])
-        assert corrected.verdict == row.verdict
-        assert (row.p < 0.025) == (e.lo > 0)
-
-
-def test_exploratory_rows_are_a_family_of_their_own():
-    rows = claims.holm([_row(0.01), _row(0.012), _row(0.02, family="exploratory")])
-    assert [r.family_size for r in rows] == [2, 2, 1]
-    assert rows[2].p_holm == pytest.approx(0.02) and rows[2].verdict == "reproduced"
-    assert rows[1].verdict == "reproduced"  # 2 * 0.01, then max(0.02, 0.012) < 0.025
+        row = claims.judge("05.lira", e, acc_gap=0.0, acc_tolerance=0.01)
+        (corrected,) = claims.correct([row])
+        assert corrected.verdict == row.verdict and corrected.p_adjusted == row.p
+        assert (row.p <= 0.025) == (e.lo >= 0.01) == (row.verdict == "reproduced")
 
 
 # ---------------------------------------------------------------- the matched-fit confound
@@ -288,8 +384,10 @@ def test_judge_applies_the_matched_fit_rule_only_to_matched_fit_claims(monkeypat
     assert row["verdict"] == "reproduced"
     fake = dict(claims.claim("01.final.flip"), confound="matched_fit")
     monkeypatch.setattr(claims, "claim", lambda cid: fake)
-    ok = claims.judge("01.x", est, train_acc_gap=-0.01, test_acc_gap=0.02)
-    bad = claims.judge("01.x", est, compared=("gn", "none"), train_acc_gap=0.0, test_acc_gap=0.03)
+    ok = claims.judge("01.final.flip", est, train_acc_gap=-0.01, test_acc_gap=0.02)
+    bad = claims.judge(
+        "01.final.flip", est, compared=("gn", "none"), train_acc_gap=0.0, test_acc_gap=0.03
+    )
     assert ok["verdict"] == "reproduced" and bad["verdict"] == "inconclusive"
     assert "clean test accuracy at the reading differs (gn minus none +0.030)" in bad["magnitude"]
 
@@ -303,4 +401,92 @@ def test_an_unknown_confound_kind_in_the_claims_file_is_refused(tmp_path):
     with pytest.raises(
         claims.ConfigError, match="confound='matched_fits'; allowed: .*'matched_fit'"
     ):
+        claims._load(str(path))
+
+
+# ---------------------------------------------------------------- the verdict families
+def _configurations() -> dict[str, int]:
+    """Matrix cells per notebook ('01'..'05'): each run of params/matrix.yaml, per dataset."""
+    import yaml
+
+    doc = yaml.safe_load((claims.CLAIMS_FILE.parents[1] / "params" / "matrix.yaml").read_text())
+    cells = dict.fromkeys(("01", "02", "03", "04", "05"), 0)
+    for run in doc["runs"]:
+        for nb in run["notebooks"]:
+            cells[nb] += len(run["datasets"])
+    return cells
+
+
+def test_every_familys_declared_size_recounts_from_the_quick_reference_and_the_matrix():
+    """m = sum over members (claims with a p-value) of quick rows + matrix cells x cell rows."""
+    cells = _configurations()
+    assert cells == {"01": 5, "02": 0, "03": 3, "04": 1, "05": 0}  # the matrix as committed
+    doc = claims._load()
+    for name, fam in doc["families"].items():
+        count = sum(
+            quick + cells[cid.split(".")[0]] * cell
+            for cid, (quick, cell) in fam["rows"].items()
+            if claim_tests.TESTS[doc["claims"][cid]["test"]].needs_interval
+        )
+        assert fam["size"] == count, f"family {name}: declared {fam['size']}, counted {count}"
+    member = [cid for fam in doc["families"].values() for cid in fam["rows"]]
+    assert sorted(member) == sorted(doc["claims"])  # every claim in exactly one family
+
+
+def test_no_committed_configuration_gives_more_rows_of_a_claim_than_its_family_declares():
+    import json
+    from collections import Counter
+
+    from bnpaper import results_tables
+
+    root = claims.CLAIMS_FILE.parents[1]
+    found = results_tables.collect(root, every_configuration=True)
+    assert found, "no committed results"
+    for nb, label, res in found:
+        counts = Counter(c["id"] for c in res.get("claims", []))
+        for cid, k in counts.items():
+            quick, cell = claims.family(claims.family_of(cid))["rows"][cid]
+            declared = quick if results_tables.is_reference(label) else cell
+            assert k <= declared, f"{nb}/{label}: {k} rows of {cid}, declared {declared}"
+    assert json  # the results are read as stored
+
+
+def test_a_run_with_more_rows_of_a_claim_than_declared_says_so_and_keeps_its_verdicts():
+    rows = claims.correct([_row(0.0001, cid="05.lira"), _row(0.0001, cid="05.lira")])
+    assert [r.verdict for r in rows] == ["reproduced", "reproduced"]
+    assert all("2 rows of 05.lira in this run, more than the 1" in r.magnitude for r in rows)
+
+
+@pytest.mark.parametrize(
+    "families,claim_extra,error",
+    [
+        ("{}", "", "claims in no family"),
+        (
+            "{f: {kind: paper, question: q, rows: {a: [1, 0]}, size: 1}}",
+            "    family: paper\n",
+            "a claim's family is declared under `families:`",
+        ),
+        (
+            "{f: {kind: paper, question: q, rows: {a: [1, 0]}, size: 1}, "
+            "g: {kind: exploratory, question: q, rows: {a: [1, 0]}, size: 1}}",
+            "",
+            "claim a is in families f and g",
+        ),
+        (
+            "{f: {kind: guess, question: q, rows: {a: [1, 0]}, size: 1}}",
+            "",
+            "kind='guess'; allowed: \\['paper', 'exploratory'\\]",
+        ),
+        ("{f: {kind: paper, question: q, rows: {a: 1}, size: 1}}", "", "rows=1; allowed"),
+    ],
+)
+def test_the_claims_file_refuses_a_claim_outside_exactly_one_well_formed_family(
+    tmp_path, families, claim_extra, error
+):
+    path = tmp_path / "claims.yaml"
+    path.write_text(
+        f"settings: {{}}\nfamilies: {families}\nclaims:\n  a:\n    test: direction\n"
+        f"    min_effect: 0.1\n{claim_extra}"
+    )
+    with pytest.raises(claims.ConfigError, match=error):
         claims._load(str(path))

@@ -102,7 +102,7 @@ def test_readme_block_is_a_summary_of_at_most_12_rows_linking_to_the_report(tmp_
     assert "[figures/REPORT.md](figures/REPORT.md)" in block
     text = " ".join(block.split())
     assert "The paper's claims: 1 reproduced, 1 not reproduced, 0 inconclusive" in text
-    assert "exploratory questions: 0 reproduced, 0 not reproduced, 1 inconclusive" in text
+    assert "exploratory questions: 0 supported, 0 not supported, 1 inconclusive" in text
     assert "Not reproduced besides the rows above: unpicked: n/a." in text
     assert "All 3 verdict rows" in text  # the other dataset's row is not counted
 
@@ -254,9 +254,13 @@ def test_every_committed_configuration_lands_in_one_matrix_table(tmp_path):
         "| 01.final.flip: BN memorizes more | fashion_mnist.full.arch=resnet20 | resnet20 "
         "| 0.050 [-0.050, 0.150] | - | **inconclusive** |",
     ]
-    assert "## Every committed configuration" in report.render(
-        tmp_path
-    ) and "Holm" in report.render(tmp_path)
+    text = report.render(tmp_path)
+    assert "## Every committed configuration" in text and "Bonferroni" in text
+    # the aggregate row names both cells: the reference holds, the matrix cell is inconclusive
+    assert (
+        "| 01.final.flip: BN memorizes more | memorization_strength | holds in 1 of 2 "
+        "(fashion_mnist lenet quick); inconclusive in fashion_mnist resnet20 ? |" in text
+    )
 
 
 def test_no_matrix_section_when_only_the_reference_is_committed(tmp_path):
@@ -325,3 +329,88 @@ def test_the_glance_table_puts_each_configuration_in_a_column_with_estimate_mark
         "| bn+none | - | n/a |" in conf
     )
     assert "## The matrix at a glance" in report.render(tmp_path)
+
+
+def _put(root, nb, label, params, rows):
+    p = root / "results" / nb / label / "results.json"
+    p.parent.mkdir(parents=True)
+    p.write_text(json.dumps({"params": params, "claims": rows}))
+
+
+def _verdict_row(cid, verdict, **extra):
+    return {
+        "id": cid,
+        "claim": f"claim {cid}",
+        "measured": 1.0,
+        "lo": 0.5,
+        "hi": 1.5,
+        "verdict": verdict,
+        **extra,
+    }
+
+
+def test_an_aggregate_row_per_paper_claim_says_every_cell_or_k_of_n_and_names_the_cells(tmp_path):
+    nb = "01_forced_memorization"
+    _put(
+        tmp_path,
+        nb,
+        "fashion_mnist",
+        {"arch": "lenet", "budget": "quick"},
+        [
+            _verdict_row("01.final.flip", "reproduced", corruption="flip"),
+            _verdict_row("01.typical.auc", "reproduced", corruption="flip+ood"),
+            _verdict_row("01.fit.flip", "reproduced", corruption="flip", level="95%"),
+            _verdict_row("01.fit.flip", "inconclusive", corruption="flip", level="99%"),
+            _verdict_row("01.control.gn", "reproduced", corruption="flip"),  # exploratory: no row
+        ],
+    )
+    _put(
+        tmp_path,
+        nb,
+        "mnist_subset.full.arch=resnet20",
+        {"arch": "resnet20", "budget": "full"},
+        [
+            _verdict_row("01.final.flip", "not reproduced", corruption="flip"),
+            _verdict_row("01.typical.auc", "reproduced", corruption="flip"),
+        ],
+    )
+    aggs = {(a.id, a.case): a for a in results_tables.aggregates(tmp_path)}
+    assert set(aggs) == {("01.final.flip", "flip"), ("01.typical.auc", ""), ("01.fit.flip", "flip")}
+    assert aggs["01.typical.auc", ""].summary() == (
+        "holds in every cell (2: fashion_mnist lenet quick, mnist_subset resnet20 full)"
+    )
+    assert aggs["01.final.flip", "flip"].summary() == (
+        "holds in 1 of 2 (fashion_mnist lenet quick); not reproduced in mnist_subset resnet20 full"
+    )
+    # a cell holds only when every row of the claim and case there holds (here: two levels)
+    assert aggs["01.fit.flip", "flip"].summary() == (
+        "holds in 0 of 1; inconclusive in fashion_mnist lenet quick"
+    )
+    assert aggs["01.final.flip", "flip"].family == "memorization_strength"
+    text = report.render(tmp_path)
+    assert "## Each claim of the paper across the committed configurations" in text
+    assert "| 01.typical.auc: claim 01.typical.auc | typical_speed | holds in every cell" in text
+    # the README's sentence follows the aggregate rows, nothing else
+    assert report.across(tmp_path) == (
+        "Across the committed configurations (2 cells: the quick reference and the matrix), 1 of "
+        "the paper's 3 claims and cases hold in every cell that tested them (01.typical.auc), 1 "
+        "in some cells only and 1 in none (every cell named in figures/REPORT.md)."
+    )
+
+
+def test_an_exploratory_row_stored_as_reproduced_is_shown_as_supported(tmp_path):
+    nb = "01_forced_memorization"
+    rows = [
+        _verdict_row("01.control.gn", "reproduced", family="exploratory"),  # stored before
+        _verdict_row("01.control.bn_noaffine", "not supported", kind="exploratory"),
+        _verdict_row("01.final.flip", "reproduced", kind="paper"),
+    ]
+    _put(tmp_path, nb, "fashion_mnist", {"arch": "lenet"}, rows)
+    table = results_tables.table(tmp_path).splitlines()[2:]
+    assert [line.rsplit("| **", 1)[1] for line in table] == [
+        "supported** |",
+        "not supported** |",
+        "reproduced** |",
+    ]
+    block = " ".join(report.readme_block(tmp_path).split())
+    assert "exploratory questions: 1 supported, 1 not supported, 0 inconclusive" in block
