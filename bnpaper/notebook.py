@@ -62,13 +62,13 @@ class Run:
 
     def save(self, results: dict) -> None:
         """Write results/<notebook>/<label>/results.json with the parameters. Its verdict rows
-        ("claims") are stored as `claims.holm` corrected them (correcting them again here
-        changes nothing)."""
-        from .claims import holm
+        ("claims") are stored as `claims.correct` corrected them (by their verdict families;
+        correcting them again here changes nothing)."""
+        from .claims import correct
         from .store import save_results
 
         if results.get("claims"):
-            results = {**results, "claims": [r.as_dict() for r in holm(results["claims"])]}
+            results = {**results, "claims": [r.as_dict() for r in correct(results["claims"])]}
         save_results(
             self.notebook,
             self.label,

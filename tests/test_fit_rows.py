@@ -83,7 +83,7 @@ def test_the_arm_reads_bn_against_no_bn_at_a_raised_lr_and_skips_a_diverged_fact
     h[("flip", fit_rows.arm_norm(9.0), 0)] = BN[0]  # seed 1 diverged: no reading at 9x
     rows = fit_rows.arm_rows(h, ["flip"], [3.0, 9.0], [0, 1], 0.99, 40)
     assert [r.fields["factor"] for r in rows] == ["3"]
-    assert rows[0].measured == 0.0 and rows[0].verdict == "not reproduced"
+    assert rows[0].measured == 0.0 and rows[0].verdict == "not supported"  # exploratory
     base = fit_rows.verdict_rows(h, ["flip"], ["bn", "none"], [0, 1], [], 0.99, 40)
     reading = text.effective_lr_reading(base + rows)
     assert len(reading) == 1 and "x3 lr +0.000" in reading[0]
