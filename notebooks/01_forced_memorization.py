@@ -316,7 +316,7 @@ reading = "the paper's protocol" if protocol == "paper" else "secondary: over th
 rows += memorization.verdict_rows(
     runs, corruption, norms, clean_level, dataset=dataset, budget=budget, reading=reading
 )
-rows = claims.holm(rows)  # Holm's correction within each family of this run's rows
+rows = claims.correct(rows)  # each row within its verdict family (claims.yaml `families:`)
 
 # %% [markdown]
 # The results file keeps the table's numbers, the verdict rows, the key figures and every

@@ -300,7 +300,7 @@ fit_rows = grad_fit.verdict_rows(comps, chosen.base.fit_level, **common)
 
 # %%
 fixed_rows = grad_analysis.verdict_rows(at_fixed, **common, reading=reading)
-rows = claims.holm(fit_rows + fixed_rows)  # Holm's correction within each family of this run
+rows = claims.correct(fit_rows + fixed_rows)  # each row within its verdict family (claims.yaml)
 
 # %% [markdown]
 # The results file keeps the recipes (each norm's learning rate and search), the epochs each
