@@ -18,10 +18,13 @@ import numpy as np
 
 from . import claims, matched_fit
 from .claims import Verdict
+from .config import check_choice
+from .gamma_sigma import exp_estimate
 from .grad_analysis import medians, probed_epochs
 from .matched_fit import Comparison, Trajectory
 from .stats import Estimate, t_mean
 
+NOISY_UNIT = "BN / no-BN, median gradient norm of the noisy samples (batch definition)"
 RATIO_UNIT = "median noisy / median clean gradient norm (batch definition)"
 GAP_UNIT = "BN minus no-BN, noisy/clean median norm ratio (batch definition)"
 
@@ -35,15 +38,24 @@ def probe_schedule(protocol: str, probe_epochs: Sequence[int], cap: int) -> tupl
     return tuple(sorted(set(probe_epochs) | {cap}))
 
 
-def trajectories(histories: Sequence[dict], mode: str = "batch") -> list[Trajectory]:
-    """One `matched_fit.Trajectory` per run (`train.fit` history with probe records): the
-    noisy/clean median ratio of `mode` at the run's probed epochs, against its clean training
-    accuracy there."""
+QUANTITIES = ("ratio", "log_noisy")
+
+
+def trajectories(
+    histories: Sequence[dict], mode: str = "batch", quantity: str = "ratio"
+) -> list[Trajectory]:
+    """One `matched_fit.Trajectory` per run (`train.fit` history with probe records) of a
+    `QUANTITIES` of `mode` at the run's probed epochs, against its clean training accuracy there:
+    the noisy/clean median ratio ("ratio") or the log of the noisy samples' median norm
+    ("log_noisy", the paper's comparison across models)."""
+    check_choice("quantity", quantity, QUANTITIES)
     out = []
     for h in histories:
         index = [list(h["epoch"]).index(e) for e in probed_epochs(h)]
         sub = {k: [h[k][i] for i in index] for k in ("epoch", "clean_acc", "test_acc")}
-        out.append(matched_fit.trajectory(sub, medians([h], mode).ratio[0]))
+        m = medians([h], mode)
+        value = m.ratio[0] if quantity == "ratio" else np.log(m.noisy[0])
+        out.append(matched_fit.trajectory(sub, value))
     return out
 
 
@@ -53,11 +65,13 @@ def comparisons(
     fit_level: float,
     cap: int,
     other: str = "none",
+    quantity: str = "ratio",
 ) -> tuple[Comparison, ...]:
-    """BN minus `other` of the noisy/clean ratio at each clean training accuracy of `levels`,
-    then at convergence (each run's last epoch; `fit_level`, the epoch `cap`: censoring),
-    paired over seeds (runs in seed order in both)."""
-    a, b = trajectories(histories["bn"]), trajectories(histories[other])
+    """BN minus `other` of a `QUANTITIES` (default the noisy/clean ratio) at each clean training
+    accuracy of `levels`, then at convergence (each run's last epoch; `fit_level`, the epoch
+    `cap`: censoring), paired over seeds (runs in seed order in both)."""
+    a = trajectories(histories["bn"], quantity=quantity)
+    b = trajectories(histories[other], quantity=quantity)
     rows = matched_fit.level_rows(a, b, levels)
     return (*rows, matched_fit.convergence_row(a, b, fit_level, cap))
 
@@ -123,6 +137,28 @@ def verdict_rows(
             )
         )
     return rows
+
+
+def noisy_norm_rows(
+    comps: Sequence[Comparison], fit_level: float | None, other: str = "none", **common
+) -> list[Verdict]:
+    """The paper's own comparison, one row per reading (`02.noisy_norm.fit`): the noisy samples'
+    median gradient norm in BN over `other`'s, from `comps` of the log noisy norm
+    (`comparisons(..., quantity="log_noisy")`): the paired mean difference of logs, exponentiated
+    (a geometric mean ratio over seeds), judged with the accuracy gaps at the reading."""
+    return [
+        claims.judge(
+            "02.noisy_norm.fit",
+            exp_estimate(c.estimate),
+            compared=("bn", other),
+            train_acc_gap=c.train_acc_gap,
+            test_acc_gap=c.test_acc_gap,
+            **_fields(c, fit_level, other),
+            **common,
+            unit=NOISY_UNIT,
+        )
+        for c in comps
+    ]
 
 
 def ratio_vs_fit(

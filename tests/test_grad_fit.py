@@ -151,3 +151,17 @@ def test_ratio_vs_fit_figure_passes_the_figure_checks():
     fig = plot_gradients.ratio_fit_figure(runs, curves, names, [0.5, 0.7, 0.95], "batch")
     assert plots.audit(fig) == []
     plt.close(fig)
+
+
+def test_noisy_norm_rows_give_bn_over_no_bn_noisy_median_as_a_geometric_mean_over_seeds():
+    (t,) = grad_fit.trajectories([HS["bn"][0]], quantity="log_noisy")
+    np.testing.assert_allclose(t.value, np.log([4.0, 8.0, 12.0, 16.0]))  # 2 * (e + 1) * 2
+    (c,) = grad_fit.comparisons(HS, [0.7], fit_level=0.99, cap=3, quantity="log_noisy")[:1]
+    # BN read halfway between epochs 1 and 2 (log interpolated), no-BN at epoch 2
+    bn = np.exp((np.log([4 * 2.0, 4 * 4.0]) + np.log([6 * 2.0, 6 * 4.0])) / 2)
+    none = np.array([6 * 1.0, 6 * 1.5])
+    (row,) = grad_fit.noisy_norm_rows([c], 0.99, dataset="toy", budget="ci")
+    assert row.id == "02.noisy_norm.fit"
+    assert row.measured == pytest.approx(math.exp(np.mean(np.log(bn / none))))
+    with pytest.raises(ConfigError, match="quantity"):
+        grad_fit.trajectories([HS["bn"][0]], quantity="noisy")
