@@ -236,7 +236,7 @@ def glance_tables(root: Path | None = None) -> str:
             label for label, _ in confs
         ]  # a column per folder; the header names dataset, arch, budget
         cells: dict[tuple[str, str], dict[str, str]] = {}
-        words: dict[tuple[str, str], str] = {}
+        words: dict[tuple[str, str], dict[str, None]] = {}
         for label, res in confs:
             for c in res.get("claims", []):
                 key = (c.get("id", ""), _case(c))
@@ -391,14 +391,14 @@ def aggregates(root: Path | None = None) -> list[Aggregate]:
     found = collect(root, every_configuration=True)
     names = [(nb, cell_name(label, res)) for nb, label, res in found]
     cells: dict[tuple[str, str], dict[str, list[str]]] = {}
-    words: dict[tuple[str, str], str] = {}
+    words: dict[tuple[str, str], dict[str, None]] = {}
     for (nb, label, res), name in zip(found, names):
         name = name[1] if names.count(name) == 1 else f"{name[1]} ({label})"
         for c in res.get("claims", []):
             if kind_of(c) != "paper":
                 continue
             key = (str(c.get("id", "")), _case(c, cases_only=True))
-            words.setdefault(key, str(c.get("claim", "")))
+            words.setdefault(key, {})[str(c.get("claim", ""))] = None
             cells.setdefault(key, {}).setdefault(name, []).append(verdict_word(c))
     out = []
     for key in sorted(cells, key=lambda k: (k[0].split(".")[0], k)):
@@ -407,7 +407,10 @@ def aggregates(root: Path | None = None) -> list[Aggregate]:
         except KeyError:
             fam = "?"
         per = tuple((cell, _cell_verdict(v)) for cell, v in cells[key].items())
-        out.append(Aggregate(key[0], key[1], words[key], fam, per))
+        first, *more = words[key]
+        if more:  # readings of one claim (levels, epochs): a cell holds when every one does
+            first += f" (and {len(more)} other reading(s) of the claim)"
+        out.append(Aggregate(key[0], key[1], first, fam, per))
     return out
 
 

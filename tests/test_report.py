@@ -360,7 +360,7 @@ def test_an_aggregate_row_per_paper_claim_says_every_cell_or_k_of_n_and_names_th
             _verdict_row("01.final.flip", "reproduced", corruption="flip"),
             _verdict_row("01.typical.auc", "reproduced", corruption="flip+ood"),
             _verdict_row("01.fit.flip", "reproduced", corruption="flip", level="95%"),
-            _verdict_row("01.fit.flip", "inconclusive", corruption="flip", level="99%"),
+            {**_verdict_row("01.fit.flip", "inconclusive", corruption="flip"), "claim": "at 99%"},
             _verdict_row("01.control.gn", "reproduced", corruption="flip"),  # exploratory: no row
         ],
     )
@@ -387,6 +387,9 @@ def test_an_aggregate_row_per_paper_claim_says_every_cell_or_k_of_n_and_names_th
         "holds in 0 of 1; inconclusive in fashion_mnist lenet quick"
     )
     assert aggs["01.final.flip", "flip"].family == "memorization_strength"
+    assert aggs["01.fit.flip", "flip"].claim == (
+        "claim 01.fit.flip (and 1 other reading(s) of the claim)"
+    )
     text = report.render(tmp_path)
     assert "## Each claim of the paper across the committed configurations" in text
     assert "| 01.typical.auc: claim 01.typical.auc | typical_speed | holds in every cell" in text
