@@ -168,7 +168,6 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "pack_size": number(1, 64, integer=True),
         "bn_query_mode": choice("eval", "train-batch"),
         "sigma_floor": number(0.0, 10.0, lo_open=True),
-        "n_boot": number(10, None, integer=True),
         "rare_pool": flag(),
         **_RARE,
         "size_sweep": int_list(2, min_len=0),
