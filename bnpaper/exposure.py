@@ -3,7 +3,6 @@ the paired BN - no-BN delta-AUC, the pools with a rare class, and the verdict ro
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -13,6 +12,7 @@ from . import claims, mia, units
 from .recipes import NormRecipes, norm_recipes
 from .memorization import CONTROLS
 from .plots import label
+from .lira_fit import at_fit, censored_note, fit_of, model_mean  # noqa: F401 (exposure's API)
 from .shadow import ShadowPool
 from .pool_effects import METRICS, MIN_NONMEMBERS, delta_over_pools, mean_over_pools
 from .pool_effects import over_pools, scale
@@ -35,27 +35,6 @@ def over_seeds(
     return {m: mean_over_pools([t.values[group][m] for t in per_seed]) for m in metrics}
 
 
-def _mean(pools: Sequence[ShadowPool], field: str) -> float:
-    """The mean over pools of each pool's mean over its models of `field` (test_acc, gap)."""
-    return float(np.mean([getattr(p, field).mean() for p in pools]))
-
-
-def fit_of(pools: Sequence[ShadowPool]) -> dict:
-    """How the models of `pools` (one norm, every seed) fit: their mean clean training accuracy on
-    their own IN examples, the epochs they trained (mean, max; NaN: not recorded) and how many hit
-    the epoch cap below the fit level (censored), of how many models."""
-    epochs = [p.epochs for p in pools if p.epochs is not None]
-    e = np.concatenate(epochs).astype(float) if epochs else np.array([np.nan])
-    censored = sum(int(p.censored.sum()) for p in pools if p.censored is not None)
-    return {
-        "train_clean_acc": _mean(pools, "train_clean_acc"),
-        "epochs_mean": float(e.mean()),
-        "epochs_max": float(e.max()),
-        "censored": censored,
-        "models": sum(len(p.keep) for p in pools),
-    }
-
-
 # ---------------------------------------------------------------- the pools
 @dataclass(frozen=True)
 class Pools:
@@ -76,7 +55,10 @@ class Pools:
         """The pools with their utility, means over the models of every seed."""
         mixes, seeds, norms = (list(dict.fromkeys(k[i] for k in shadow)) for i in range(3))
         means = {
-            f: {m: {n: _mean([shadow[m, s, n] for s in seeds], f) for n in norms} for m in mixes}
+            f: {
+                m: {n: model_mean([shadow[m, s, n] for s in seeds], f) for n in norms}
+                for m in mixes
+            }
             for f in ("test_acc", "gap")
         }
         fit = {m: {n: fit_of([shadow[m, s, n] for s in seeds]) for n in norms} for m in mixes}
@@ -419,34 +401,6 @@ def rare_exposure(pools: Pools, sigma_floor: float) -> RareExposure:
 
 
 # ---------------------------------------------------------------- the verdict rows
-def at_fit(
-    acc: Mapping[str, float], fit: Mapping[str, dict], compared: tuple[str, str] = ("bn", "none")
-) -> dict:
-    """The matched-fit reading of `compared` (first minus second) for `claims.judge`: the gaps in
-    clean training accuracy (each model on its own IN examples, mean over models) and in clean
-    test accuracy, and the row's fields: both accuracies, the epochs used and the censored
-    models of each."""
-    a, b = compared
-    return {
-        "train_acc_gap": fit[a]["train_clean_acc"] - fit[b]["train_clean_acc"],
-        "test_acc_gap": acc[a] - acc[b],
-        "clean_train_acc": {n: fit[n]["train_clean_acc"] for n in compared},
-        "epochs_used": {n: [fit[n]["epochs_mean"], fit[n]["epochs_max"]] for n in compared},
-        "censored": {n: fit[n]["censored"] for n in compared},
-    }
-
-
-def censored_note(row: claims.Verdict) -> claims.Verdict:
-    """`row`, saying so in its note when any compared model hit its epoch cap below the fit level
-    (censored: its reading is not at the fit level)."""
-    cens = {n: c for n, c in (row.fields.get("censored") or {}).items() if c}
-    if not cens:
-        return row
-    what = ", ".join(f"{c} {label(n)} model(s)" for n, c in cens.items())
-    note = f"depends on censored models (hit the epoch cap below the fit level: {what})"
-    return dataclasses.replace(row, magnitude=f"{row.magnitude}; {note}" if row.magnitude else note)
-
-
 def control_rows(pools: Pools, scores: Mapping, **common) -> list[claims.Verdict]:
     """The verdict rows `03.control.<control>`, one per control in the pools' norms (GroupNorm: a
     learned gamma without batch coupling; BN with gamma fixed at 1: batch coupling without a

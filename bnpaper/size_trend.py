@@ -12,6 +12,7 @@ import numpy as np
 from scipy import stats as _sps
 
 from . import claims, mia, units
+from .lira_fit import at_fit, censored_note, fit_of
 from .plots import label
 from .pool_effects import delta_over_pools
 from .shadow import ShadowPool
@@ -138,7 +139,7 @@ class SizeSweep:
     """The delta-AUC against the pool size N: per N the paired BN - no-BN online-LiRA delta-AUC
     in points (`delta`: a t interval over that size's pools), and per N and norm the mean
     per-target AUC, clean test accuracy and train-test gap (`auc`, `acc`, `gap`: means over
-    models and seeds) and how the models fit (`fit`: `exposure.fit_of`, for each size's own
+    models and seeds) and how the models fit (`fit`: `lira_fit.fit_of`, for each size's own
     matched-fit check); the `trend` on log2 N within the sizes measured; `reused`: the sizes whose
     pools are the main clean pools. Nothing is reported beyond the largest size measured."""
 
@@ -194,8 +195,6 @@ class SizeSweep:
         """The sweep's verdict rows: per size `03.size.delta` (BN minus no-BN on that size's clean
         pools, its interval over them, judged at that size's own matched fit), then the trend
         `03.size.trend` (minus the slope, within the sizes measured)."""
-        from .exposure import at_fit, censored_note
-
         rows = [
             censored_note(
                 claims.judge(
@@ -239,9 +238,7 @@ class SizeSweep:
 
 def _per_norm(pools: Mapping, online: Mapping, sizes, seeds) -> dict[str, dict]:
     """Per N and norm the mean per-target AUC, clean test accuracy and train-test gap (means over
-    the models of every seed), and how the models fit (`exposure.fit_of`)."""
-    from .exposure import fit_of
-
+    the models of every seed), and how the models fit (`lira_fit.fit_of`)."""
     out = {k: {n: {} for n in sizes} for k in ("auc", "acc", "gap", "fit")}
     for n in sizes:
         for norm in NORMS:

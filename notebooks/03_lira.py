@@ -67,7 +67,7 @@ norms = ["bn", "none"]  # must include "bn" and "none"; "gn", "bn_noaffine" as c
 outlier_frac = [0.0, 0.01, 0.05]  # outlier mixes (share of the pool); the paper: 0, 0.01, 0.05
 outlier_kind = "flip"  # flip (label flipped to another class) | ood (foreign images)
 ood_source = "digits"  # OOD images: noise | digits | mnist | fashion_mnist | cifar10 | cifar100
-n_train = 3000  # pool size N (each shadow trains on N/2 of it: 1,500 non-members per target)
+n_train = 2500  # pool size N (each shadow on N/2: 1,250 non-members per target, >= 1,000)
 n_test = 1000  # clean test images: test accuracy and RMIA's population samples
 n_shadows = 16  # models per norm and pool (even); each is in turn the target (the paper's 16)
 protocol = "fair"  # fair: each norm its own lr, trained to fit | paper: the paper's protocol

@@ -535,7 +535,7 @@ def test_a_flat_advantage_shows_no_trend():
         ([1000, 500, 2000, 4000], r"not increasing"),
         ([100, 1000, 2000, 4000], r"100 < 128"),
         ([500, 600, 700, 800], r"spans only 1.6x"),
-        ([500, 1000, 2000, 70000], r"70000 > 60000"),
+        ([500, 1000, 2000, 70000], r"70000 > 60000; largest 70000 != n_train=2000"),
     ],
 )
 def test_size_sweep_needs_four_increasing_sizes_spanning_8x_inside_the_data(sizes, why):
@@ -544,7 +544,13 @@ def test_size_sweep_needs_four_increasing_sizes_spanning_8x_inside_the_data(size
         match=rf"size_sweep=.* is not allowed \({why}\); allowed: \[\] "
         r"\(no sweep\) or at least 4 increasing pool sizes spanning",
     ):
-        params.resolve("03_lira", {"size_sweep": sizes})
+        n_train = max(sizes) if max(sizes) <= 60_000 else 2000  # beyond the data: no such pool
+        params.resolve("03_lira", {"size_sweep": sizes, "n_train": n_train})
+
+
+def test_the_size_sweep_ends_at_the_main_pools_whose_rows_are_the_headline():
+    with pytest.raises(ConfigError, match=r"largest 4000 != n_train=2000.*the headline"):
+        params.resolve("03_lira", {"size_sweep": [500, 1000, 2000, 4000], "n_train": 2000})
 
 
 def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
@@ -567,3 +573,19 @@ def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
     assert (
         np.array_equal(mask, units.lira_split(ds, RECIPE, 0.1, 4).mask.numpy()) and mask.sum() == 3
     )
+
+
+def test_the_budgets_run_pools_as_the_unit_and_full_runs_the_papers_data_size():
+    """Quick: at least 3 pools (the unit of every interval); full: a pool of the whole
+    Fashion-MNIST training set (each shadow on 30,000), BN vs no-BN at the fair protocol, at
+    least 16 shadows, clean data and a 5% mix, at least 2 pools, and a size sweep of at least 5
+    sizes up to that pool (the headline's size), validated without running anything."""
+    quick = params.resolve("03_lira", {}).values
+    assert len(quick["seeds"]) >= 3 and quick["n_shadows"] >= 16
+    full = params.resolve("03_lira", {"budget": "full", "dataset": "fashion_mnist"}).values
+    assert full["n_train"] == 60_000 and full["n_train"] // 2 == 30_000
+    assert full["protocol"] == "fair" and full["norms"] == ["bn", "none"]
+    assert full["n_shadows"] >= 16 and len(full["seeds"]) >= 2
+    assert {0.0, 0.05} <= set(full["outlier_frac"])
+    sizes = full["size_sweep"]
+    assert len(sizes) >= 5 and max(sizes) == full["n_train"]
