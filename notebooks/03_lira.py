@@ -18,21 +18,21 @@
 # # 3. Privacy leakage: are BN models more exposed to membership inference (LiRA)?
 #
 # **The paper's claim.** Attacked with LiRA, the likelihood-ratio attack of Carlini et al.
-# (IEEE S&P 2022), BN models consistently have a higher attack AUC; with 1% and 5% outlier
-# mixes BN raises the AUC by *at least 3 and 4 points* respectively; the trend holds on clean
+# (IEEE S&P 2022), BN models consistently have a higher attack AUC. With 1% and 5% outlier
+# mixes BN raises the AUC by *at least 3 and 4 points* respectively, and the trend holds on clean
 # data too (overall increase 3-5 points).
 #
 # **What this notebook measures.** One pool of N examples per (outlier mix, seed), with a share
 # of injected outliers (label flips or OOD images). M shadow models per norm train on the halves
-# given by one balanced, seeded keep matrix (every example IN for exactly M/2 models); all norms
-# (and the controls, if in `norms`: GroupNorm, a learned gamma without batch coupling; BN with
+# given by one balanced, seeded keep matrix (every example IN for exactly M/2 models). All norms
+# (and the controls, if in `norms`: GroupNorm, a learned gamma without batch coupling, and BN with
 # gamma fixed at 1, the reverse) use the *same* keep matrix: every comparison is paired. Each
 # model is in turn the target and the other M-1 are its shadows. LiRA online/offline
 # (per-example, fixed variance), loss attack, RMIA: AUC, balanced accuracy, TPR at 1%/0.1% FPR,
 # on all examples and outliers, beside clean test accuracy and train-test gap.
 #
 # **Rare samples** (the paper's third kind): per seed one more pool where one class makes up
-# only `rare_share` of it, far below its natural share 1/classes; LiRA on its members.
+# only `rare_share` of it, far below its natural share 1/classes, and LiRA on its members.
 #
 # **Protocol.** By default (`protocol="fair"`, issue 22) each norm trains with its own learning
 # rate, chosen on held-out data, and every shadow trains until its clean training accuracy on
@@ -41,19 +41,19 @@
 #
 # **Pools are the unit.** Every interval on a LiRA quantity is over the pools (one per seed: its
 # own data draw, outliers and keep matrix), the targets and examples nested in each pool's own
-# estimate; with one pool there is no interval (n/a) and the verdict is inconclusive.
+# estimate. With one pool there is no interval (n/a) and the verdict is inconclusive.
 #
 # **Data size.** The quick pools hold thousands of images, the paper's presumably whole training
-# sets (50,000-60,000; it gives no size). The `full` budget runs a pool of the whole training set
+# sets (50,000-60,000, it gives no size). The `full` budget runs a pool of the whole training set
 # and a size sweep up to it (`size_sweep`): the headline is the largest pool measured, the smaller
 # ones its trend, and nothing is said beyond the largest.
 #
-# **BN semantics.** Queries use eval mode (running statistics); `bn_query_mode="train-batch"`
+# **BN semantics.** Queries use eval mode (running statistics), and `bn_query_mode="train-batch"`
 # normalizes each query batch with its own statistics (an ablation, on a copy of the model).
 #
 # **Scale.** `papermill notebooks/03_lira.ipynb out.ipynb -p dataset cifar10` runs
-# `params/cifar10.yaml`; `-p executor dask://host:port` spreads the shadows over a Dask cluster
-# ([docs/scaling.md](../docs/scaling.md)); `-p device cuda`.
+# `params/cifar10.yaml`, `-p executor dask://host:port` spreads the shadows over a Dask cluster
+# ([docs/scaling.md](../docs/scaling.md)), and `-p device cuda` runs on a GPU.
 #
 # **The reference run's outputs:** [figures](../figures/03_lira/fashion_mnist/) ·
 # [this notebook, executed](../figures/03_lira/fashion_mnist/03_lira.html) (static HTML) ·
@@ -206,7 +206,7 @@ display(Markdown(text.effect_table(effect_table)))
 minimums = {m: claims.claim(claims.lira_claim_id(m, "all")).get("threshold") for m in outlier_frac}
 paper_range = claims.claim("03.auc.mix0.all")["paper_range"]
 title = (
-    f"online LiRA, {n_shadows} models per norm, {len(seeds)} pool(s) of {n_train}; 95% t over pools"
+    f"online LiRA, {n_shadows} models per norm, {len(seeds)} pool(s) of {n_train}, 95% t over pools"
     f"\n{recipe.words}"
 )
 fig = plot_lira.delta_auc_figure(outlier_frac, deltas, minimums, paper_range, pools.acc, title)
@@ -266,7 +266,7 @@ sweep_pools = size_trend.size_pools(ds, run.params, pools.shadow, recipe) if siz
 
 # %% [markdown]
 # Online LiRA's paired delta-AUC per N, a t interval over that size's pools, each size read at
-# its own matched fit; a weighted line on log2 N gives the change per doubling within the sizes
+# its own matched fit. A weighted line on log2 N gives the change per doubling within the sizes
 # measured (nothing beyond the largest).
 
 # %%
@@ -280,7 +280,7 @@ if size_sweep:
 # %%
 if size_sweep:
     title = (
-        f"online LiRA, {n_shadows} models per norm and N,\n{len(seeds)} pool(s) per N; "
+        f"online LiRA, {n_shadows} models per norm and N,\n{len(seeds)} pool(s) per N, "
         "95% t over pools"
     )
     run.figure(plot_lira.size_sweep_figure(sweep, paper_range, title), "delta_auc_vs_size")
