@@ -168,7 +168,6 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "pack_size": number(1, 64, integer=True),
         "bn_query_mode": choice("eval", "train-batch"),
         "sigma_floor": number(0.0, 10.0, lo_open=True),
-        "n_boot": number(10, None, integer=True),
         "rare_pool": flag(),
         **_RARE,
         "size_sweep": int_list(2, min_len=0),
@@ -349,7 +348,8 @@ SIZE_SWEEP_MIN = (4, 8)  # at least 4 pool sizes, the largest at least 8x the sm
 
 def _cross_size_sweep(p: dict) -> None:
     """03's size sweep: [] (skipped) or at least 4 increasing pool sizes spanning at least 8x,
-    each at most the training set and at least 2 batches (a shadow trains on half the pool)."""
+    each at most the training set and at least 2 batches (a shadow trains on half the pool), the
+    largest the main pools' n_train (the headline comes from the largest pool measured)."""
     sizes, (k, span) = p["size_sweep"], SIZE_SWEEP_MIN
     if not sizes:
         return
@@ -362,6 +362,7 @@ def _cross_size_sweep(p: dict) -> None:
             (f"spans only {max(sizes) / min(sizes):.3g}x", max(sizes) < span * min(sizes)),
             (f"{min(sizes)} < {lo}", min(sizes) < lo),
             (f"{max(sizes)} > {hi}", max(sizes) > hi),
+            (f"largest {max(sizes)} != n_train={p['n_train']}", max(sizes) != p["n_train"]),
         )
         if bad
     ]
@@ -370,7 +371,8 @@ def _cross_size_sweep(p: dict) -> None:
         f"size_sweep={list(sizes)!r} is not allowed ({'; '.join(wrong)}); allowed: [] "
         f"(no sweep) or at least {k} increasing pool sizes spanning at least {span}x (largest >= "
         f"{span} x smallest), each an integer in [2 x batch_size = {lo}, {hi}] (the "
-        f"{p['dataset']} training set)",
+        f"{p['dataset']} training set), the largest n_train (the main pools: the headline is the "
+        "largest pool measured, the smaller ones its trend)",
     )
 
 

@@ -3,7 +3,6 @@ the paired BN - no-BN delta-AUC, the pools with a rare class, and the verdict ro
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -13,8 +12,11 @@ from . import claims, mia, units
 from .recipes import NormRecipes, norm_recipes
 from .memorization import CONTROLS
 from .plots import label
+from .lira_fit import at_fit, censored_note, fit_of, model_mean  # noqa: F401 (exposure's API)
 from .shadow import ShadowPool
-from .stats import Estimate, bootstrap_mean
+from .pool_effects import METRICS, MIN_NONMEMBERS, delta_over_pools, mean_over_pools
+from .pool_effects import over_pools, scale
+from .stats import Estimate
 
 if TYPE_CHECKING:
     from .data import Dataset
@@ -23,41 +25,14 @@ if TYPE_CHECKING:
 ONLINE = "AUC points, BN minus no-BN (online LiRA)"  # the unit of every BN - no-BN row
 
 
-def over_targets(
+def over_seeds(
     per_seed: Sequence[mia.TargetMetrics],
     group: str,
-    n_boot: int,
     metrics: Sequence[str] = ("auc", "balanced_acc", "tpr@0.01", "tpr@0.001"),
 ) -> dict[str, Estimate]:
-    """Mean of each metric over the targets of every seed, with a bootstrap interval over
-    targets only (optimistic: targets share shadows)."""
-    return {
-        m: bootstrap_mean(
-            np.concatenate([t.values[group][m] for t in per_seed]), n_boot=n_boot, seed=0
-        )
-        for m in metrics
-    }
-
-
-def _mean(pools: Sequence[ShadowPool], field: str) -> float:
-    """The mean over pools of each pool's mean over its models of `field` (test_acc, gap)."""
-    return float(np.mean([getattr(p, field).mean() for p in pools]))
-
-
-def fit_of(pools: Sequence[ShadowPool]) -> dict:
-    """How the models of `pools` (one norm, every seed) fit: their mean clean training accuracy on
-    their own IN examples, the epochs they trained (mean, max; NaN: not recorded) and how many hit
-    the epoch cap below the fit level (censored), of how many models."""
-    epochs = [p.epochs for p in pools if p.epochs is not None]
-    e = np.concatenate(epochs).astype(float) if epochs else np.array([np.nan])
-    censored = sum(int(p.censored.sum()) for p in pools if p.censored is not None)
-    return {
-        "train_clean_acc": _mean(pools, "train_clean_acc"),
-        "epochs_mean": float(e.mean()),
-        "epochs_max": float(e.max()),
-        "censored": censored,
-        "models": sum(len(p.keep) for p in pools),
-    }
+    """Each metric per pool (seed) as the mean over its targets, then the mean over the pools
+    with a Student-t interval over them (`pool_effects.mean_over_pools`; one pool: no interval)."""
+    return {m: mean_over_pools([t.values[group][m] for t in per_seed]) for m in metrics}
 
 
 # ---------------------------------------------------------------- the pools
@@ -80,7 +55,10 @@ class Pools:
         """The pools with their utility, means over the models of every seed."""
         mixes, seeds, norms = (list(dict.fromkeys(k[i] for k in shadow)) for i in range(3))
         means = {
-            f: {m: {n: _mean([shadow[m, s, n] for s in seeds], f) for n in norms} for m in mixes}
+            f: {
+                m: {n: model_mean([shadow[m, s, n] for s in seeds], f) for n in norms}
+                for m in mixes
+            }
             for f in ("test_acc", "gap")
         }
         fit = {m: {n: fit_of([shadow[m, s, n] for s in seeds]) for n in norms} for m in mixes}
@@ -180,10 +158,11 @@ def target_metrics(pools: Pools, scores: Mapping) -> dict:
     }
 
 
-def attack_table(pools: Pools, metrics: Mapping, n_boot: int) -> dict[str, dict]:
-    """Every attack's metrics per (mix, norm, group), mean over the targets of every seed with a
-    bootstrap interval over targets, next to clean test accuracy and train-test gap: the results
-    entry {"mix/norm/group/attack": {metric: estimate, n_nonmembers, clean_test_acc, ...}}."""
+def attack_table(pools: Pools, metrics: Mapping) -> dict[str, dict]:
+    """Every attack's metrics per (mix, norm, group): per pool the mean over its targets, then the
+    mean over the pools with a t interval over them (`over_seeds`; one pool: n/a), next to clean
+    test accuracy and train-test gap: the results entry {"mix/norm/group/attack": {metric:
+    estimate, n_nonmembers, clean_test_acc, ...}}."""
     seeds, table = pools.seeds, {}
     for mix in pools.mixes:
         for norm in pools.norms:
@@ -191,7 +170,7 @@ def attack_table(pools: Pools, metrics: Mapping, n_boot: int) -> dict[str, dict]
                 n_out = int((~pools.shadow[mix, seeds[0], norm].keep[0][mask]).sum())
                 for attack in mia.ATTACKS:
                     per_seed = [metrics[mix, s, norm][attack] for s in seeds]
-                    e = over_targets(per_seed, group, n_boot)
+                    e = over_seeds(per_seed, group)
                     table[f"{mix}/{norm}/{group}/{attack}"] = {
                         **{m: v.as_dict() for m, v in e.items()},
                         "n_nonmembers": n_out,
@@ -201,27 +180,82 @@ def attack_table(pools: Pools, metrics: Mapping, n_boot: int) -> dict[str, dict]
     return table
 
 
-# ---------------------------------------------------------------- the paired delta-AUC
-def online_deltas(
-    pools: Pools, scores: Mapping, n_boot: int, norm: str = "bn", base: str = "none"
+# ---------------------------------------------------------------- the paired effects, over pools
+def n_nonmembers(pools: Pools, mix, group: str) -> int:
+    """The fewest non-members a target has in `group` at `mix`, over every pool and target."""
+    return min(
+        int((~p.keep[:, pools.groups(mix, s)[group]]).sum(1).min())
+        for (m, s, _), p in pools.shadow.items()
+        if m == mix
+    )
+
+
+def attack_effects(
+    pools: Pools, metrics: Mapping, norm: str = "bn", base: str = "none"
 ) -> dict[tuple, Estimate]:
-    """`norm` minus `base` (default BN minus no-BN) online-LiRA AUC in points per (mix, group):
-    every seed's pool in one `mia.paired_delta_auc` call, so that the interval resamples the
-    pools (data subset, outliers, keep matrix), then targets and examples. The norms of one
-    (mix, seed) share their keep matrix: paired on the same targets and examples."""
+    """`norm` minus `base` (default BN minus no-BN) for every attack of `mia.ATTACKS` and metric of
+    `pool_effects.METRICS` (AUC, TPR at 1% and 0.1% FPR), in points, per (mix, group, attack,
+    metric): per pool the mean over its targets of the paired difference (the norms of a pool
+    share its keep matrix: the same targets and examples), then a t interval over the pools
+    (`over_pools`; one pool: n/a). `metrics`: `target_metrics`."""
+    out = {}
+    for mix in pools.mixes:
+        for g in pools.groups(mix, pools.seeds[0]):
+            for attack in mia.ATTACKS:
+                for m in METRICS:
+                    per_pool = [
+                        np.nanmean(
+                            metrics[mix, s, norm][attack].values[g][m]
+                            - metrics[mix, s, base][attack].values[g][m]
+                        )
+                        for s in pools.seeds
+                    ]
+                    out[mix, g, attack, m] = scale(over_pools(per_pool))
+    return out
+
+
+def effect_results(pools: Pools, effects: Mapping[tuple, Estimate]) -> dict:
+    """The effect per attack as results.json stores it (key "effect_per_attack"):
+    {"mix/group/attack/metric": {value, lo, hi, n (pools), level, n_nonmembers (the fewest a
+    target has), resolvable (enough non-members for the metric: `MIN_NONMEMBERS`)}}, in points,
+    BN minus no-BN."""
+    out = {}
+    for (mix, g, attack, m), e in effects.items():
+        n0 = n_nonmembers(pools, mix, g)
+        out[f"{mix}/{g}/{attack}/{m}"] = {
+            **e.as_dict(),
+            "n_nonmembers": n0,
+            "resolvable": n0 >= MIN_NONMEMBERS[m],
+        }
+    return out
+
+
+def online_deltas(
+    pools: Pools,
+    scores: Mapping,
+    norm: str = "bn",
+    base: str = "none",
+    attack: str = "online",
+    metric: str = "auc",
+) -> dict[tuple, Estimate]:
+    """`norm` minus `base` (default BN minus no-BN) in `attack`'s `metric` (default online LiRA's
+    AUC), in points, per (mix, group): `pool_effects.delta_over_pools`, one paired estimate per
+    pool (targets and examples nested inside it), a t interval over the pools (one pool: n/a).
+    The norms of one (mix, seed) share their keep matrix: paired on the same targets and
+    examples."""
     seeds, out = pools.seeds, {}
     for mix in pools.mixes:
         runs = [
             (
-                scores[mix, s, norm]["online"],
-                scores[mix, s, base]["online"],
+                scores[mix, s, norm][attack],
+                scores[mix, s, base][attack],
                 pools.shadow[mix, s, norm].keep,
             )
             for s in seeds
         ]
         for g in pools.groups(mix, seeds[0]):
             masks = [pools.groups(mix, s)[g] for s in seeds]
-            out[mix, g] = mia.points(mia.paired_delta_auc(runs, masks, n_boot=n_boot, seed=0))
+            out[mix, g] = delta_over_pools(runs, masks, metric)
     return out
 
 
@@ -291,9 +325,9 @@ def rare_groups(mask: np.ndarray) -> dict[str, np.ndarray]:
 @dataclass(frozen=True)
 class RareExposure:
     """Online LiRA on the pools with a rare class, per norm and group (all, rare, common): mean
-    per-target AUC with a bootstrap interval over targets, TPR at 1% FPR, mean memorization score,
+    per-target AUC with a t interval over pools, TPR at 1% FPR, mean memorization score,
     the pooled ROC curve {(norm, group): (fpr, tpr)}; per group the count of examples over the
-    pools, of non-members of a target, and BN minus no-BN in AUC points (hierarchical bootstrap);
+    pools, of non-members of a target, and BN minus no-BN in AUC points (t interval over pools);
     clean test accuracy and train-test gap per norm (means over models)."""
 
     auc: Mapping[str, Mapping[str, Estimate]]
@@ -321,9 +355,10 @@ class RareExposure:
         }
 
 
-def rare_exposure(pools: Pools, sigma_floor: float, n_boot: int) -> RareExposure:
+def rare_exposure(pools: Pools, sigma_floor: float) -> RareExposure:
     """Online LiRA on pools with a rare class (`lira_pools(..., ["rare"])`: the masks are the
-    rare class's members); the BN - no-BN delta-AUC per group with `mia.paired_delta_auc`."""
+    rare class's members); the BN - no-BN delta-AUC per group with `delta_over_pools` (a t
+    interval over the pools; one pool: n/a)."""
     mix, seeds, norms = "rare", pools.seeds, pools.norms
     sub = {s: rare_groups(pools.masks[mix, s]) for s in seeds}
     shadow = {(s, n): pools.shadow[mix, s, n] for s in seeds for n in norms}
@@ -335,7 +370,7 @@ def rare_exposure(pools: Pools, sigma_floor: float, n_boot: int) -> RareExposure
         tm = [mia.evaluate_targets(online[s, n], shadow[s, n].keep, sub[s]) for s in seeds]
         score = {s: mia.memorization_score(shadow[s, n].correct, shadow[s, n].keep) for s in seeds}
         for g in RARE_GROUPS:
-            e = over_targets(tm, g, n_boot, metrics=("auc", "tpr@0.01"))
+            e = over_seeds(tm, g, metrics=("auc", "tpr@0.01"))
             auc.setdefault(n, {})[g], tpr.setdefault(n, {})[g] = e["auc"], e["tpr@0.01"].value
             mem.setdefault(n, {})[g] = float(
                 np.mean(np.concatenate([score[s][sub[s][g]] for s in seeds]))
@@ -349,7 +384,7 @@ def rare_exposure(pools: Pools, sigma_floor: float, n_boot: int) -> RareExposure
         runs = [(online[s, "bn"], online[s, "none"], shadow[s, "bn"].keep) for s in seeds]
         for g in RARE_GROUPS:
             masks = [sub[s][g] for s in seeds]
-            delta[g] = mia.points(mia.paired_delta_auc(runs, masks, n_boot=n_boot, seed=0))
+            delta[g] = delta_over_pools(runs, masks)
     first = shadow[seeds[0], norms[0]].keep[0]
     return RareExposure(
         auc=auc,
@@ -366,35 +401,7 @@ def rare_exposure(pools: Pools, sigma_floor: float, n_boot: int) -> RareExposure
 
 
 # ---------------------------------------------------------------- the verdict rows
-def at_fit(
-    acc: Mapping[str, float], fit: Mapping[str, dict], compared: tuple[str, str] = ("bn", "none")
-) -> dict:
-    """The matched-fit reading of `compared` (first minus second) for `claims.judge`: the gaps in
-    clean training accuracy (each model on its own IN examples, mean over models) and in clean
-    test accuracy, and the row's fields: both accuracies, the epochs used and the censored
-    models of each."""
-    a, b = compared
-    return {
-        "train_acc_gap": fit[a]["train_clean_acc"] - fit[b]["train_clean_acc"],
-        "test_acc_gap": acc[a] - acc[b],
-        "clean_train_acc": {n: fit[n]["train_clean_acc"] for n in compared},
-        "epochs_used": {n: [fit[n]["epochs_mean"], fit[n]["epochs_max"]] for n in compared},
-        "censored": {n: fit[n]["censored"] for n in compared},
-    }
-
-
-def censored_note(row: claims.Verdict) -> claims.Verdict:
-    """`row`, saying so in its note when any compared model hit its epoch cap below the fit level
-    (censored: its reading is not at the fit level)."""
-    cens = {n: c for n, c in (row.fields.get("censored") or {}).items() if c}
-    if not cens:
-        return row
-    what = ", ".join(f"{c} {label(n)} model(s)" for n, c in cens.items())
-    note = f"depends on censored models (hit the epoch cap below the fit level: {what})"
-    return dataclasses.replace(row, magnitude=f"{row.magnitude}; {note}" if row.magnitude else note)
-
-
-def control_rows(pools: Pools, scores: Mapping, n_boot: int, **common) -> list[claims.Verdict]:
+def control_rows(pools: Pools, scores: Mapping, **common) -> list[claims.Verdict]:
     """The verdict rows `03.control.<control>`, one per control in the pools' norms (GroupNorm: a
     learned gamma without batch coupling; BN with gamma fixed at 1: batch coupling without a
     learned gamma), mix and group (all examples, outliers): the control minus no-BN in online-LiRA
@@ -403,7 +410,7 @@ def control_rows(pools: Pools, scores: Mapping, n_boot: int, **common) -> list[c
     (`text.controls_reading`)."""
     rows, acc, gap = [], pools.acc, pools.gap
     for ctrl in (n for n in CONTROLS if n in pools.norms):
-        for (mix, g), e in online_deltas(pools, scores, n_boot, norm=ctrl).items():
+        for (mix, g), e in online_deltas(pools, scores, norm=ctrl).items():
             if g == "inliers":
                 continue
             case = f"{mix:.0%} mix, {'all examples' if g == 'all' else g}"
@@ -471,26 +478,66 @@ def _rare_rows(rare: RareExposure, share: float, **common) -> list[claims.Verdic
     ]
 
 
+FIXED_BELOW = 64  # shadows: below this many, Carlini et al. advise LiRA's fixed variance
+LOW_FPR = "tpr@0.001"  # TPR at 0.1% FPR, judged where a target has enough non-members
+
+
+def _attack_rows(pools: Pools, effects: Mapping, **common) -> list[claims.Verdict]:
+    """Per mix, on all examples: fixed-variance online LiRA's delta-AUC (`03.fixed.auc`) when the
+    pools hold fewer than `FIXED_BELOW` models per norm, and online LiRA's delta-TPR at 0.1% FPR
+    (`03.tpr.low`) when every target has at least `MIN_NONMEMBERS` non-members for it."""
+    n_models = min(len(p.keep) for p in pools.shadow.values())
+    rows, acc, gap = [], pools.acc, pools.gap
+    for mix in pools.mixes:
+        wanted = [("03.fixed.auc", "online_fixed", "auc", n_models < FIXED_BELOW)]
+        n0 = n_nonmembers(pools, mix, "all")
+        wanted.append(("03.tpr.low", "online", LOW_FPR, n0 >= MIN_NONMEMBERS[LOW_FPR]))
+        for claim_id, attack, metric, judged in wanted:
+            if not judged:
+                continue
+            row = claims.judge(
+                claim_id,
+                effects[mix, "all", attack, metric],
+                acc_gap=acc[mix]["bn"] - acc[mix]["none"],
+                unit=f"{'AUC' if metric == 'auc' else 'TPR'} points, BN minus no-BN ({attack})",
+                mix=f"{mix:.0%}",
+                clean_test_acc=acc[mix],
+                train_test_gap=gap[mix],
+                n_nonmembers=n0,
+                shadows=n_models,
+                **at_fit(acc[mix], pools.fit[mix]),
+                **common,
+                outlier_frac=mix,
+                subgroup="all",
+            )
+            rows.append(censored_note(row))
+    return rows
+
+
 def verdict_rows(
     pools: Pools,
     scores: Mapping,
     deltas: Mapping[tuple, Estimate],
     rare: RareExposure | None,
     sweep: SizeSweep | None,
-    n_boot: int,
+    effects: Mapping[tuple, Estimate] | None,
     rare_share: float,
     *,
     dataset: str,
     budget: str,
 ) -> list[claims.Verdict]:
     """Every verdict row of notebook 03 (before Holm's correction): BN minus no-BN per mix (all
-    examples, outliers), on the pools with a rare class (its members, all examples), the size
-    trend (the estimate is minus the slope: AUC points lost per doubling of N), and every control
-    minus no-BN (its own `n_boot` bootstrap), each row read beside clean test accuracy."""
-    common = {"dataset": dataset, "budget": budget}
+    examples, outliers), fixed-variance LiRA and TPR at 0.1% FPR where they apply
+    (`_attack_rows`, from `effects`: `attack_effects`; None: none), on the pools with a rare
+    class (its members, all examples), the size sweep (each size, and the trend within the sizes
+    measured), and every control minus no-BN, each row read beside clean test accuracy. Every
+    interval is over pools: `n_pools` in each row (fewer than 2: no interval, inconclusive)."""
+    common = {"dataset": dataset, "budget": budget, "n_pools": len(pools.seeds)}
     rows = _mix_rows(pools, deltas, **common)
+    if effects is not None:
+        rows += _attack_rows(pools, effects, **common)
     if rare is not None:
         rows += _rare_rows(rare, rare_share, **common)
     if sweep is not None:
-        rows.append(claims.judge("03.size.trend", sweep.fall, **common, **sweep.row_fields()))
-    return rows + control_rows(pools, scores, n_boot, **common)
+        rows += sweep.rows(dataset=dataset, budget=budget)
+    return rows + control_rows(pools, scores, **common)

@@ -203,9 +203,9 @@ def size_sweep_figure(
     sw: SizeSweep, paper_range: tuple[float, float] | None, title: str
 ) -> plt.Figure:
     """Notebook 03's size sweep (`size_trend.sweep`): left, BN - no-BN AUC points per
-    pool size N (log axis) with 95% intervals, the fitted line with its band over the sizes
-    measured, dashed to the paper's scale with the extrapolated value as an open marker, the
-    paper's magnitude shaded; right, clean test accuracy and train-test gap of BN and no-BN."""
+    pool size N (log axis) with 95% intervals over each size's pools, the fitted line with its
+    band over the sizes measured only (nothing drawn beyond the largest), the paper's magnitude
+    shaded; right, clean test accuracy and train-test gap of BN and no-BN."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     fig, (ax, bx) = panels(2, 4.9, 3.9)
@@ -219,7 +219,7 @@ def size_sweep_figure(
         capsize=3,
         zorder=3,
         yerr=[[d[n].value - d[n].lo for n in sizes], [d[n].hi - d[n].value for n in sizes]],
-        label="measured (95% interval: pools, targets, examples)",
+        label="measured (95% interval over pools)",
     )
     xs = np.geomspace(sizes[0], sizes[-1], 40)
     fit = [trend.predict(x) for x in xs]
@@ -232,21 +232,6 @@ def size_sweep_figure(
     )
     ax.fill_between(xs, [e.lo for e in fit], [e.hi for e in fit], color="#1f77b4", alpha=0.18, lw=0)
     ticks = list(sizes)
-    if sw.extrapolated:
-        n, pr = sw.n_paper, sw.predicted
-        xe = np.geomspace(sizes[-1], n, 20)
-        ax.plot(xe, [trend.predict(x).value for x in xe], color="#1f77b4", ls="--", lw=1.2)
-        ax.errorbar(
-            [n],
-            [pr.value],
-            yerr=[[pr.value - pr.lo], [pr.hi - pr.value]],
-            fmt="o",
-            mfc="white",
-            color="#1f77b4",
-            capsize=3,
-            label=f"extrapolated to N = {n:,} (not measured)",
-        )
-        ticks.append(n)
     ax.axhline(0, color="grey", lw=0.8)
     for a in (ax, bx):
         a.set_xscale("log")

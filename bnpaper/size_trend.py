@@ -1,5 +1,6 @@
-"""Notebook 03's size sweep: the BN - no-BN delta-AUC against the pool size N, and its trend per
-doubling of N fitted by weighted least squares, with its value at the paper's scale."""
+"""Notebook 03's size sweep: the BN - no-BN delta-AUC against the pool size N (each size's own
+pools, its interval over them, its own matched-fit check), and its trend per doubling of N fitted
+by weighted least squares within the sizes measured: nothing is predicted beyond them."""
 
 from __future__ import annotations
 
@@ -10,33 +11,45 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy import stats as _sps
 
-from . import mia, units
-from .declarations import DATASET_SIZES
+from . import claims, mia, units
+from .lira_fit import at_fit, censored_note, fit_of
 from .plots import label
+from .pool_effects import delta_over_pools
 from .shadow import ShadowPool
 from .stats import Estimate
 
 SIZE_MIX = 0.0  # the sweep's pools hold clean data: the paper's "overall" and clean-data claim
-PAPER_SIZE = DATASET_SIZES  # where the paper sits: LiRA's usual pool is the whole training set
-# (the paper's summary gives no size; presumably the same)
 NORMS = ("bn", "none")
+
+
+class OutsideMeasured(ValueError):
+    """A pool size outside the sizes the sweep measured: the sweep reports nothing there."""
 
 
 # ---------------------------------------------------------------- the trend
 @dataclass(frozen=True)
 class Trend:
-    """A straight line y = a + b log2 N fitted by weighted least squares: the slope `slope`
-    (per doubling of N) with its interval, the covariance `cov` of (a, b), `df` (Student-t
-    degrees of freedom when the scatter set the scale, else None: normal) and `chi2_red`."""
+    """A straight line y = a + b log2 N fitted by weighted least squares over the pool sizes
+    `sizes`: the slope `slope` (per doubling of N) with its interval, the covariance `cov` of
+    (a, b), `df` (Student-t degrees of freedom when the scatter set the scale, else None: normal)
+    and `chi2_red`."""
 
     intercept: float
     slope: Estimate
     cov: np.ndarray
     df: int | None
     chi2_red: float
+    sizes: tuple[int, ...] = ()
 
     def predict(self, n: float, level: float = 0.95) -> Estimate:
-        """The line at pool size `n` with its interval (beyond the sizes fitted: extrapolation)."""
+        """The line at pool size `n` with its interval, for `n` within the sizes fitted only:
+        beyond them (an extrapolation) it raises `OutsideMeasured`."""
+        if not self.sizes or not min(self.sizes) <= n <= max(self.sizes):
+            raise OutsideMeasured(
+                f"pool size n={n!r} is not allowed: the sweep measured N in "
+                f"[{min(self.sizes, default=0)}, {max(self.sizes, default=0)}] and reports "
+                "nothing outside it (no extrapolation)"
+            )
         x = np.array([1.0, np.log2(n)])
         value, se = float(x @ [self.intercept, self.slope.value]), float(np.sqrt(x @ self.cov @ x))
         q = _quantile(level, self.df)
@@ -61,7 +74,10 @@ def fit_trend(sizes: Sequence[int], estimates: Sequence[Estimate], level: float 
     their standard errors allow (never shrunk), and the interval is then Student t with k - 2
     degrees of freedom, else normal. The sizes' estimates are taken as independent (separate
     pools; nested data correlates them positively, which widens a slope's interval:
-    conservative)."""
+    conservative). Where the sizes' standard errors come from a few pools each (their `df`), the
+    quantile is Student t with the smallest of those df (and k - 2 when the scatter set the
+    scale). When a size's estimate has no interval (one pool), neither has the slope (NaN ends:
+    the line unweighted)."""
     if len(sizes) != len(estimates) or len(sizes) < 3:
         raise ValueError(
             f"fit_trend needs at least 3 sizes with one estimate each, got "
@@ -69,21 +85,31 @@ def fit_trend(sizes: Sequence[int], estimates: Sequence[Estimate], level: float 
         )
     x = np.column_stack([np.ones(len(sizes)), np.log2(np.asarray(sizes, float))])
     y = np.array([e.value for e in estimates])
-    w = 1 / np.array([_se(e) for e in estimates]) ** 2
+    se_k = np.array([_se(e) if np.isfinite([e.lo, e.hi]).all() else np.nan for e in estimates])
+    known = bool(np.isfinite(se_k).all())
+    w = 1 / se_k**2 if known else np.ones(len(sizes))
     cov = np.linalg.inv(x.T @ (w[:, None] * x))
     beta = cov @ x.T @ (w * y)
     dof = len(sizes) - 2
     chi2_red = float((w * (y - x @ beta) ** 2).sum() / dof)
     df = dof if chi2_red > 1 else None
+    # standard errors estimated from a few pools each (Student t, df = pools - 1): the slope's
+    # quantile is Student t with the fewest degrees of freedom of any size (conservative)
+    few = [int(e.df) for e in estimates if e.df]
+    if few:
+        df = min([df or min(few), *few])
     cov = cov * max(1.0, chi2_red)
     se, q = float(np.sqrt(cov[1, 1])), _quantile(level, df)
     b = float(beta[1])
+    if not known:
+        se, q, cov = float("nan"), float("nan"), cov * np.nan
     return Trend(
         float(beta[0]),
         Estimate(b, b - q * se, b + q * se, len(sizes), level, se=se, df=df),
         cov,
         df,
         chi2_red,
+        tuple(int(n) for n in sizes),
     )
 
 
@@ -111,10 +137,11 @@ def size_pools(
 @dataclass(frozen=True)
 class SizeSweep:
     """The delta-AUC against the pool size N: per N the paired BN - no-BN online-LiRA delta-AUC
-    in points (`delta`), and per N and norm the mean per-target AUC, clean test accuracy and
-    train-test gap (`auc`, `acc`, `gap`: means over models and seeds); the `trend` on log2 N and
-    its value `predicted` at the paper's scale `n_paper` (the whole `dataset` training set);
-    `reused`: the sizes whose pools are the main clean pools."""
+    in points (`delta`: a t interval over that size's pools), and per N and norm the mean
+    per-target AUC, clean test accuracy and train-test gap (`auc`, `acc`, `gap`: means over
+    models and seeds) and how the models fit (`fit`: `lira_fit.fit_of`, for each size's own
+    matched-fit check); the `trend` on log2 N within the sizes measured; `reused`: the sizes whose
+    pools are the main clean pools. Nothing is reported beyond the largest size measured."""
 
     sizes: tuple[int, ...]
     seeds: tuple[int, ...]
@@ -123,15 +150,24 @@ class SizeSweep:
     auc: Mapping[int, Mapping[str, float]]
     acc: Mapping[int, Mapping[str, float]]
     gap: Mapping[int, Mapping[str, float]]
+    fit: Mapping[int, Mapping[str, dict]]
     trend: Trend
-    n_paper: int
-    predicted: Estimate
     reused: tuple[int, ...]
 
     @property
-    def extrapolated(self) -> bool:
-        """Whether the paper's scale lies beyond the largest pool measured."""
-        return self.n_paper > self.sizes[-1]
+    def largest(self) -> int:
+        """The largest pool size measured: the headline's."""
+        return self.sizes[-1]
+
+    def at(self, n: int) -> Estimate:
+        """The measured delta-AUC at pool size `n`; a size not measured raises `OutsideMeasured`
+        (the sweep neither extrapolates nor interpolates)."""
+        if n not in self.delta:
+            raise OutsideMeasured(
+                f"pool size n={n!r} is not allowed: the sweep measured N = {list(self.sizes)} "
+                "and reports nothing else"
+            )
+        return self.delta[n]
 
     @property
     def fall(self) -> Estimate:
@@ -152,10 +188,31 @@ class SizeSweep:
                 k: {f"{label(norm)}, N={n}": v[n][norm] for n in ends for norm in NORMS}
                 for k, v in utility
             },
-            "predicted_at": self.n_paper,
-            "predicted": self.predicted.as_dict(),
-            "extrapolated": self.extrapolated,
+            "largest_measured": self.largest,
         }
+
+    def rows(self, **common) -> list[claims.Verdict]:
+        """The sweep's verdict rows: per size `03.size.delta` (BN minus no-BN on that size's clean
+        pools, its interval over them, judged at that size's own matched fit), then the trend
+        `03.size.trend` (minus the slope, within the sizes measured)."""
+        rows = [
+            censored_note(
+                claims.judge(
+                    "03.size.delta",
+                    self.delta[n],
+                    acc_gap=self.acc[n]["bn"] - self.acc[n]["none"],
+                    unit="AUC points, BN minus no-BN (online LiRA)",
+                    size=f"{n:,}",
+                    n_pools=len(self.seeds),
+                    clean_test_acc=dict(self.acc[n]),
+                    train_test_gap=dict(self.gap[n]),
+                    **at_fit(self.acc[n], self.fit[n]),
+                    **common,
+                )
+            )
+            for n in self.sizes
+        ]
+        return rows + [claims.judge("03.size.trend", self.fall, **common, **self.row_fields())]
 
     def results(self) -> dict:
         """The JSON-able results entry."""
@@ -164,72 +221,60 @@ class SizeSweep:
             "mix": SIZE_MIX,
             "sizes": list(self.sizes),
             "seeds": list(self.seeds),
+            "largest_measured": self.largest,
             "reused_main_pools": list(self.reused),
             **{k: {str(n): v for n, v in getattr(self, k).items()} for k in ("auc", "acc", "gap")},
+            "fit": {str(n): dict(v) for n, v in self.fit.items()},
             "delta_auc_points": {str(n): e.as_dict() for n, e in self.delta.items()},
             "trend": {
                 "slope_points_per_doubling": t.slope.as_dict(),
                 "intercept": t.intercept,
                 "chi2_red": t.chi2_red,
                 "df": t.df,
-            },
-            "predicted": {
-                "n": self.n_paper,
-                "extrapolated": self.extrapolated,
-                **self.predicted.as_dict(),
+                "fitted_sizes": list(t.sizes),
             },
         }
 
 
 def _per_norm(pools: Mapping, online: Mapping, sizes, seeds) -> dict[str, dict]:
     """Per N and norm the mean per-target AUC, clean test accuracy and train-test gap (means over
-    the models of every seed)."""
-    means = {
-        "auc": lambda q, o: np.mean([mia.auc(r, y) for r, y in zip(o, q.keep)]),
-        "acc": lambda q, o: q.test_acc.mean(),
-        "gap": lambda q, o: q.gap.mean(),
-    }
-    return {
-        k: {
-            n: {
-                norm: float(np.mean([f(pools[n, s, norm], online[n, s, norm]) for s in seeds]))
-                for norm in NORMS
-            }
-            for n in sizes
-        }
-        for k, f in means.items()
-    }
+    the models of every seed), and how the models fit (`lira_fit.fit_of`)."""
+    out = {k: {n: {} for n in sizes} for k in ("auc", "acc", "gap", "fit")}
+    for n in sizes:
+        for norm in NORMS:
+            qs = [pools[n, s, norm] for s in seeds]
+            aucs = [
+                np.mean([mia.auc(r, y) for r, y in zip(online[n, s, norm], q.keep)])
+                for s, q in zip(seeds, qs)
+            ]
+            out["auc"][n][norm] = float(np.mean(aucs))
+            out["acc"][n][norm] = float(np.mean([q.test_acc.mean() for q in qs]))
+            out["gap"][n][norm] = float(np.mean([q.gap.mean() for q in qs]))
+            out["fit"][n][norm] = fit_of(qs)
+    return out
 
 
-def sweep(pools: Mapping, p: Mapping, sigma_floor: float, n_boot: int) -> SizeSweep:
+def sweep(pools: Mapping, p: Mapping, sigma_floor: float) -> SizeSweep:
     """The delta-AUC against the pool size, pools {(N, seed, norm)} from `size_pools`: per N the
-    paired BN - no-BN online-LiRA delta-AUC (every seed's pool in one bootstrap), utility beside
-    it, the trend fitted on log2 N (`fit_trend`) and its value at `PAPER_SIZE` (extrapolated
-    when beyond the largest N)."""
+    paired BN - no-BN online-LiRA delta-AUC (`delta_over_pools`: one estimate per pool, a t
+    interval over the pools), utility and fit beside it, and the trend fitted on log2 N within
+    the sizes measured (`fit_trend`)."""
     sizes, seeds = list(p["size_sweep"]), list(p["seeds"])
     online = {
         k: mia.lira(q.phi, q.keep, sigma_floor=sigma_floor)["online"] for k, q in pools.items()
     }
     delta = {
-        n: mia.points(
-            mia.paired_delta_auc(
-                [(online[n, s, "bn"], online[n, s, "none"], pools[n, s, "bn"].keep) for s in seeds],
-                n_boot=n_boot,
-                seed=0,
-            )
+        n: delta_over_pools(
+            [(online[n, s, "bn"], online[n, s, "none"], pools[n, s, "bn"].keep) for s in seeds]
         )
         for n in sizes
     }
-    trend = fit_trend(sizes, [delta[n] for n in sizes])
-    n_paper = PAPER_SIZE[p["dataset"]]
     return SizeSweep(
         sizes=tuple(sizes),
         seeds=tuple(seeds),
         dataset=p["dataset"],
         delta=delta,
         **_per_norm(pools, online, sizes, seeds),
-        trend=trend,
-        n_paper=n_paper,
-        predicted=trend.predict(n_paper),
+        trend=fit_trend(sizes, [delta[n] for n in sizes]),
         reused=tuple(n for n in sizes if n == p["n_train"]),
     )

@@ -245,10 +245,19 @@ def _tpr(tpr: float, n_nonmembers: int, fpr: float) -> str:
     return f"{tpr:.3f}" if fpr * n_nonmembers >= 1 else "n/r"
 
 
+def _ends(e: dict, digits: int = 3) -> str:
+    """An interval's ends "[lo, hi]", "n/a" for an end that is not finite (one pool)."""
+    import math
+
+    lo, hi = (f"{x:.{digits}f}" if math.isfinite(x) else "n/a" for x in (e["lo"], e["hi"]))
+    return f"[{lo}, {hi}]"
+
+
 def attack_table(table: dict) -> str:
     """Notebook 03's attack table in markdown from its results entry {"mix/norm/group/attack":
     ...} (`exposure.attack_table`): the four attacks of `LIRA_SHOWN_ATTACKS`, AUC with its
-    interval over targets, balanced accuracy, TPR at 1% and 0.1% FPR, utility beside them."""
+    interval over pools (n/a with one), balanced accuracy, TPR at 1% and 0.1% FPR, utility
+    beside them."""
     from .plots import label
 
     rows = []
@@ -260,12 +269,12 @@ def attack_table(table: dict) -> str:
         tprs = [_tpr(e[f"tpr@{f:g}"]["value"], n_out, f) for f in (0.01, 0.001)]
         rows.append(
             f"| {float(mix):.0%} | {label(norm)} | {group} | {attack} | "
-            f"{auc['value']:.3f} [{auc['lo']:.3f}, {auc['hi']:.3f}] | "
+            f"{auc['value']:.3f} {_ends(auc)} | "
             f"{e['balanced_acc']['value']:.3f} | {tprs[0]} | {tprs[1]} | "
             f"{e['clean_test_acc']:.3f} | {e['train_test_gap']:+.3f} |"
         )
     return (
-        "| outliers | model | examples | attack | AUC [95% CI, targets] | bal. acc. "
+        "| outliers | model | examples | attack | AUC [95% CI, pools] | bal. acc. "
         "| TPR@1% FPR | TPR@0.1% FPR | clean test acc. | train-test gap |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)
     )
@@ -273,19 +282,19 @@ def attack_table(table: dict) -> str:
 
 def rare_table(rare) -> str:
     """The pools with a rare class in markdown (`exposure.RareExposure`): per norm and group,
-    online LiRA's AUC with its interval over targets, TPR at 1% FPR, memorization, utility."""
+    online LiRA's AUC with its interval over pools, TPR at 1% FPR, memorization, utility."""
     from .plots import label
 
     rows = [
         f"| {label(n)} | {g} ({rare.n[g]}) | {rare.auc[n][g].value:.3f} "
-        f"[{rare.auc[n][g].lo:.3f}, {rare.auc[n][g].hi:.3f}] | "
+        f"{_ends(rare.auc[n][g].as_dict())} | "
         f"{_tpr(rare.tpr[n][g], rare.n_nonmembers[g], 0.01)} | "
         f"{rare.mem[n][g]:+.3f} | {rare.acc[n]:.3f} | {rare.gap[n]:+.3f} |"
         for n in rare.auc
         for g in rare.auc[n]
     ]
     return (
-        "| model | examples (count over pools) | online LiRA AUC [95% CI, targets] | TPR@1% FPR "
+        "| model | examples (count over pools) | online LiRA AUC [95% CI, pools] | TPR@1% FPR "
         "| memorization score (mean) | clean test acc. | train-test gap |\n"
         "|---|---|---|---|---|---|---|\n" + "\n".join(rows)
     )
@@ -295,7 +304,7 @@ def size_table(sweep) -> str:
     """The size sweep in markdown (`size_trend.SizeSweep`): per pool size N the BN - no-BN
     delta-AUC with its interval, online LiRA's AUC, clean test accuracy and train-test gap."""
     rows = [
-        f"| {n:,}{' (main pools)' if n in sweep.reused else ''} | {sweep.delta[n].fmt(1)} | "
+        f"| {n:,}{' (main pools)' if n in sweep.reused else ''} | {_fmt(sweep.delta[n])} | "
         f"{sweep.auc[n]['bn']:.3f} / {sweep.auc[n]['none']:.3f} | "
         f"{sweep.acc[n]['bn']:.3f} / {sweep.acc[n]['none']:.3f} | "
         f"{sweep.gap[n]['bn']:+.3f} / {sweep.gap[n]['none']:+.3f} |"
@@ -309,57 +318,72 @@ def size_table(sweep) -> str:
     )
 
 
-def _where(pr, paper_range: tuple[float, float]) -> str:
-    """Where an interval `pr` sits against the paper's range."""
-    lo, hi = paper_range
-    if pr.lo > hi:
-        return f"still above the paper's {lo:g}-{hi:g}"
-    if pr.hi < lo:
-        return f"below the paper's {lo:g}-{hi:g}"
-    if lo <= pr.lo and pr.hi <= hi:
-        return f"within the paper's {lo:g}-{hi:g}"
-    return f"an interval that overlaps the paper's {lo:g}-{hi:g}"
-
-
-def size_reading(sweep, paper_range: tuple[float, float] = (3.0, 5.0)) -> str:
-    """The size sweep in sentences: the delta-AUC at the smallest and largest pool, the trend per
-    doubling, utility beside it, and the line's value at the paper's scale, labelled as the
-    extrapolation it is (or not, when the sweep reaches that scale)."""
-    a, b, s, pr = sweep.sizes[0], sweep.sizes[-1], sweep.trend.slope, sweep.predicted
+def size_reading(sweep) -> str:
+    """The size sweep in sentences: the delta-AUC at the smallest and largest pool (the largest
+    is the headline's), the trend per doubling within the sizes measured, utility beside it.
+    Nothing is said beyond the largest pool measured."""
+    a, b, s = sweep.sizes[0], sweep.sizes[-1], sweep.trend.slope
     if s.hi < 0:
         trend = "falls"
     elif s.lo > 0:
         trend = "rises"
     else:
-        trend = "shows no trend that the interval can tell from 0"
+        trend = "shows no trend that the interval can tell from 0 (or has no interval)"
 
     def change(values: dict, norm: str, sign: str = "") -> str:
         return f"{values[a][norm]:{sign}.2f} to {values[b][norm]:{sign}.2f}"
 
     acc, gap = sweep.acc, sweep.gap
-    text = (
-        f"From N = {a:,} to {b:,} clean examples the BN - no-BN delta-AUC goes from "
-        f"{sweep.delta[a].fmt(1)} to {sweep.delta[b].fmt(1)} points: it {trend}, "
-        f"{s.value:+.2f} [{s.lo:+.2f}, {s.hi:+.2f}] points per doubling of N. Over the same "
-        f"range clean test accuracy goes from {change(acc, 'bn')} (BN) and from "
-        f"{change(acc, 'none')} (no-BN), the train-test gap from {change(gap, 'bn', '+')} (BN) "
-        f"and from {change(gap, 'none', '+')} (no-BN). "
+    return (
+        f"From N = {a:,} to {b:,} clean examples ({len(sweep.seeds)} pool(s) per size) the BN - "
+        f"no-BN delta-AUC goes from {_fmt(sweep.delta[a])} to {_fmt(sweep.delta[b])} points: "
+        f"it {trend}, {s.value:+.2f} [{s.lo:+.2f}, {s.hi:+.2f}] points per doubling of N within "
+        f"the sizes measured. Over the same range clean test accuracy goes from "
+        f"{change(acc, 'bn')} (BN) and from {change(acc, 'none')} (no-BN), the train-test gap "
+        f"from {change(gap, 'bn', '+')} (BN) and from {change(gap, 'none', '+')} (no-BN). "
+        f"The sweep says nothing beyond N = {b:,}, its largest pool."
     )
-    n, where = sweep.n_paper, _where(pr, paper_range)
-    if not sweep.extrapolated:
-        return text + (
-            f"At N = {n:,} (the paper's scale, inside the sweep) the line gives "
-            f"{pr.fmt(1)} points, {where}."
-        )
-    from math import log2
 
-    doublings = log2(n / b)
-    return text + (
-        f"*Extrapolated* {doublings:.1f} doublings beyond the largest pool, to N = {n:,} "
-        f"(the whole {sweep.dataset} training set: LiRA's usual pool and, presumably, the "
-        f"paper's), the line predicts {pr.fmt(1)} points, {where}: this assumes the trend stays "
-        "linear in log N where it was never measured, a plausibility check, not a measurement."
+
+EFFECT_METRICS = (("auc", "AUC"), ("tpr@0.01", "TPR@1% FPR"), ("tpr@0.001", "TPR@0.1% FPR"))
+
+
+def effect_table(effects: dict) -> str:
+    """The effect per attack in markdown from results.json's "effect_per_attack" entry
+    (`exposure.effect_results`): per mix, example group and attack, BN minus no-BN in AUC and
+    TPR points with the interval over pools (n/a with one pool); a TPR whose FPR needs more
+    non-members than a target has reads n/r."""
+    cells: dict[tuple, dict] = {}
+    for key, e in effects.items():
+        mix, group, attack, metric = key.split("/")
+        cells.setdefault((mix, group, attack), {})[metric] = e
+    rows = []
+    for (mix, group, attack), by in cells.items():
+        shown = [
+            _interval(by[m]) if by[m]["resolvable"] else "n/r" for m, _ in EFFECT_METRICS if m in by
+        ]
+        n = next(iter(by.values()))
+        rows.append(
+            f"| {float(mix):.0%} | {group} | {attack} | " + " | ".join(shown) + f" | {n['n']} |"
+        )
+    head = " | ".join(f"d{name} [95% CI, pools]" for _, name in EFFECT_METRICS)
+    return (
+        f"| outliers | examples | attack | {head} | pools |\n"
+        "|---|---|---|---|---|---|---|\n" + "\n".join(rows)
     )
+
+
+def _fmt(e) -> str:
+    """An `Estimate` in points with its interval ("n/a" ends with one pool)."""
+    return _interval(e.as_dict())
+
+
+def _interval(e: dict) -> str:
+    """A value in points with its interval, "n/a" for an end that is not finite."""
+    import math
+
+    ends = [f"{x:+.1f}" if math.isfinite(x) else "n/a" for x in (e["lo"], e["hi"])]
+    return f"{e['value']:+.1f} [{ends[0]}, {ends[1]}]"
 
 
 def fit_table(pools, recipe) -> str:

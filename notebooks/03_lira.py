@@ -18,36 +18,42 @@
 # # 3. Privacy leakage: are BN models more exposed to membership inference (LiRA)?
 #
 # **The paper's claim.** Attacked with LiRA, the likelihood-ratio attack of Carlini et al.
-# (IEEE S&P 2022), BN models consistently have a higher attack AUC; with 1% and 5% outlier
-# mixes BN raises the AUC by *at least 3 and 4 points* respectively; the trend holds on clean
+# (IEEE S&P 2022), BN models consistently have a higher attack AUC. With 1% and 5% outlier
+# mixes BN raises the AUC by *at least 3 and 4 points* respectively, and the trend holds on clean
 # data too (overall increase 3-5 points).
 #
 # **What this notebook measures.** One pool of N examples per (outlier mix, seed), with a share
 # of injected outliers (label flips or OOD images). M shadow models per norm train on the halves
-# given by one balanced, seeded keep matrix (every example IN for exactly M/2 models); all norms
-# (and the controls, if in `norms`: GroupNorm, a learned gamma without batch coupling; BN with
+# given by one balanced, seeded keep matrix (every example IN for exactly M/2 models). All norms
+# (and the controls, if in `norms`: GroupNorm, a learned gamma without batch coupling, and BN with
 # gamma fixed at 1, the reverse) use the *same* keep matrix: every comparison is paired. Each
 # model is in turn the target and the other M-1 are its shadows. LiRA online/offline
 # (per-example, fixed variance), loss attack, RMIA: AUC, balanced accuracy, TPR at 1%/0.1% FPR,
 # on all examples and outliers, beside clean test accuracy and train-test gap.
 #
 # **Rare samples** (the paper's third kind): per seed one more pool where one class makes up
-# only `rare_share` of it, far below its natural share 1/classes; LiRA on its members.
+# only `rare_share` of it, far below its natural share 1/classes, and LiRA on its members.
 #
 # **Protocol.** By default (`protocol="fair"`, issue 22) each norm trains with its own learning
 # rate, chosen on held-out data, and every shadow trains until its clean training accuracy on
 # its IN examples reaches `fit_level` (at most `epochs`): the verdicts compare BN with no-BN at
 # matched fit. `protocol="paper"` is the paper's protocol: one learning rate, fixed epochs.
 #
-# **Data size.** Our pools hold thousands of images, the paper's presumably whole training sets
-# (50,000-60,000; it gives no size): does the gap shrink over the clean pools of `size_sweep`?
+# **Pools are the unit.** Every interval on a LiRA quantity is over the pools (one per seed: its
+# own data draw, outliers and keep matrix), the targets and examples nested in each pool's own
+# estimate. With one pool there is no interval (n/a) and the verdict is inconclusive.
 #
-# **BN semantics.** Queries use eval mode (running statistics); `bn_query_mode="train-batch"`
+# **Data size.** The quick pools hold thousands of images, the paper's presumably whole training
+# sets (50,000-60,000, it gives no size). The `full` budget runs a pool of the whole training set
+# and a size sweep up to it (`size_sweep`): the headline is the largest pool measured, the smaller
+# ones its trend, and nothing is said beyond the largest.
+#
+# **BN semantics.** Queries use eval mode (running statistics), and `bn_query_mode="train-batch"`
 # normalizes each query batch with its own statistics (an ablation, on a copy of the model).
 #
 # **Scale.** `papermill notebooks/03_lira.ipynb out.ipynb -p dataset cifar10` runs
-# `params/cifar10.yaml`; `-p executor dask://host:port` spreads the shadows over a Dask cluster
-# ([docs/scaling.md](../docs/scaling.md)); `-p device cuda`.
+# `params/cifar10.yaml`, `-p executor dask://host:port` spreads the shadows over a Dask cluster
+# ([docs/scaling.md](../docs/scaling.md)), and `-p device cuda` runs on a GPU.
 #
 # **The reference run's outputs:** [figures](../figures/03_lira/fashion_mnist/) ·
 # [this notebook, executed](../figures/03_lira/fashion_mnist/03_lira.html) (static HTML) ·
@@ -61,9 +67,9 @@ norms = ["bn", "none"]  # must include "bn" and "none"; "gn", "bn_noaffine" as c
 outlier_frac = [0.0, 0.01, 0.05]  # outlier mixes (share of the pool); the paper: 0, 0.01, 0.05
 outlier_kind = "flip"  # flip (label flipped to another class) | ood (foreign images)
 ood_source = "digits"  # OOD images: noise | digits | mnist | fashion_mnist | cifar10 | cifar100
-n_train = 4000  # pool size N (each shadow trains on N/2 of it)
+n_train = 2500  # pool size N (each shadow on N/2: 1,250 non-members per target, >= 1,000)
 n_test = 1000  # clean test images: test accuracy and RMIA's population samples
-n_shadows = 16  # models per norm and pool (even); each is in turn the target
+n_shadows = 16  # models per norm and pool (even); each is in turn the target (the paper's 16)
 protocol = "fair"  # fair: each norm its own lr, trained to fit | paper: the paper's protocol
 lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (>= 5, >= 1.5 decades)
 n_val = 1000  # fair: held-out training images each norm's lr is chosen on (claims.yaml's rule)
@@ -74,13 +80,12 @@ batch_size = 64  # SGD mini-batch size
 lr = 0.05  # paper: every norm's peak learning rate (cosine schedule over `epochs`, momentum 0.9)
 weight_decay = 5e-4  # L2 weight decay
 augment = "auto"  # random crop + mirror in training and queries; auto: on for CIFAR
-seeds = [0]  # one pool (data subset, outliers, keep matrix) per seed
+seeds = [0, 1, 2]  # one pool (data subset, outliers, keep matrix) per seed: the unit
 executor = "inprocess"  # inprocess | process | process:N | dask://host:port
 trainer = "auto"  # auto (packed LeNets, plain otherwise) | plain | packed
 pack_size = 8  # LeNet shadows trained together as one packed model
 bn_query_mode = "eval"  # eval (running statistics) | train-batch (ablation)
 sigma_floor = 1e-3  # lower bound on LiRA's fitted standard deviations (phi units)
-n_boot = 500  # bootstrap resamples for intervals
 rare_pool = True  # also one pool per seed with a rare class (LiRA on its members)
 rare_share = 0.02  # the rare class's share of that pool, in (0, 1/classes]
 rare_class = -1  # which class is rare; -1: a seeded choice per seed
@@ -165,21 +170,33 @@ metrics = exposure.target_metrics(pools, scores)
 
 # %% [markdown]
 # ## Table: attack success and utility
-# Mean over targets with a 95% bootstrap interval over targets only (optimistic: targets share
-# shadows). TPR at an FPR below 1/(non-members) is not resolvable (n/r). Clean test accuracy
-# and the train-test gap are means over the same models.
+# Per pool the mean over its targets, then the mean over the pools with a 95% t interval over
+# them (n/a with one pool). TPR at an FPR below 1/(non-members) is not resolvable (n/r). Clean
+# test accuracy and the train-test gap are means over the same models.
 
 # %%
-table = exposure.attack_table(pools, metrics, n_boot)
+table = exposure.attack_table(pools, metrics)
 display(Markdown(text.attack_table(table)))
 
 # %% [markdown]
 # ## Paired BN - no-BN difference in LiRA AUC
-# Online LiRA (the paper's attack), AUC points, hierarchical bootstrap over the pools, targets and
-# examples: every seed's pool in one bootstrap.
+# Online LiRA (the paper's attack), AUC points: per pool the mean over its targets of the paired
+# difference, then a t interval over the pools (n/a with one).
 
 # %%
-deltas = exposure.online_deltas(pools, scores, n_boot)
+deltas = exposure.online_deltas(pools, scores)
+
+# %% [markdown]
+# ## The effect per attack
+# BN minus no-BN for every attack (online and offline LiRA, each with per-example and fixed
+# variance, the loss attack, RMIA after Zarifzadeh, Liu and Shokri, ICML 2024): AUC and TPR at
+# 1% and 0.1% FPR in points, each per pool then a t interval over the pools. A TPR reads n/r
+# where a target has fewer non-members than its FPR needs.
+
+# %%
+effects = exposure.attack_effects(pools, metrics)
+effect_table = exposure.effect_results(pools, effects)
+display(Markdown(text.effect_table(effect_table)))
 
 # %% [markdown]
 # The paper's "at least 3 / 4 points" at 1% / 5% needs the whole interval above it; other mixes
@@ -189,7 +206,7 @@ deltas = exposure.online_deltas(pools, scores, n_boot)
 minimums = {m: claims.claim(claims.lira_claim_id(m, "all")).get("threshold") for m in outlier_frac}
 paper_range = claims.claim("03.auc.mix0.all")["paper_range"]
 title = (
-    f"online LiRA, {n_shadows} models per norm, {len(seeds)} pool(s) of {n_train}; 95% intervals"
+    f"online LiRA, {n_shadows} models per norm, {len(seeds)} pool(s) of {n_train}, 95% t over pools"
     f"\n{recipe.words}"
 )
 fig = plot_lira.delta_auc_figure(outlier_frac, deltas, minimums, paper_range, pools.acc, title)
@@ -224,10 +241,10 @@ run.figure(plot_lira.memorization_utility_figure(mem, pools, mix_hi), "memorizat
 # ## Rare samples: LiRA on a rare class
 # The pools with a rare class (`rare_share` of the pool, each member IN for half of the models):
 # online LiRA's AUC on its members, on all examples and on the rest, BN vs no-BN paired on the
-# same targets (hierarchical bootstrap), beside memorization, clean test accuracy, train-test gap.
+# same targets (t interval over pools), beside memorization, clean test accuracy, train-test gap.
 
 # %%
-rare = exposure.rare_exposure(rare_pools, sigma_floor, n_boot) if rare_pool else None
+rare = exposure.rare_exposure(rare_pools, sigma_floor) if rare_pool else None
 if rare_pool:
     display(Markdown(text.rare_table(rare)))
 
@@ -239,7 +256,7 @@ if rare_pool:
     run.figure(plot_lira.rare_roc_figure(rare, n_shadows), "rare_roc")
 
 # %% [markdown]
-# ## Data size: does the delta-AUC close toward the paper's 3-5 points as N grows?
+# ## Data size: how does the delta-AUC change as N grows, up to the largest pool measured?
 # Per N in `size_sweep`, clean pools (no injected outliers; at N = `n_train` the main clean pools)
 # of BN and no-BN models trained with the main pools' recipe (fair: to the same fit level, at most
 # the same epochs; paper: the same epochs, so a smaller pool also trains fewer steps).
@@ -248,41 +265,44 @@ if rare_pool:
 sweep_pools = size_trend.size_pools(ds, run.params, pools.shadow, recipe) if size_sweep else None
 
 # %% [markdown]
-# Online LiRA's paired delta-AUC over every seed's pool per N; a weighted line on log2 N gives
-# the change per doubling and, labelled as the extrapolation it is, the value at the paper's N.
+# Online LiRA's paired delta-AUC per N, a t interval over that size's pools, each size read at
+# its own matched fit. A weighted line on log2 N gives the change per doubling within the sizes
+# measured (nothing beyond the largest).
 
 # %%
-sweep = size_trend.sweep(sweep_pools, run.params, sigma_floor, n_boot) if size_sweep else None
+sweep = size_trend.sweep(sweep_pools, run.params, sigma_floor) if size_sweep else None
 if size_sweep:
     display(Markdown(text.size_table(sweep)))
 
 # %% [markdown]
-# The delta-AUC against N with its fitted line, and utility beside it.
+# The delta-AUC against N with its fitted line over the sizes measured, and utility beside it.
 
 # %%
 if size_sweep:
     title = (
-        f"online LiRA, {n_shadows} models per norm and N,\n{len(seeds)} pool(s) per N; "
-        "95% intervals"
+        f"online LiRA, {n_shadows} models per norm and N,\n{len(seeds)} pool(s) per N, "
+        "95% t over pools"
     )
     run.figure(plot_lira.size_sweep_figure(sweep, paper_range, title), "delta_auc_vs_size")
 
 # %% [markdown]
-# What the sweep says, with the value at the paper's N labelled as the extrapolation it is.
+# What the sweep says, within the sizes it measured.
 
 # %%
 if size_sweep:
-    display(Markdown("**Reading.** " + text.size_reading(sweep, paper_range)))
+    display(Markdown("**Reading.** " + text.size_reading(sweep)))
 
 # %% [markdown]
 # ## Verdict
 # Each delta-AUC judged by its claim at matched fit: a "reproduced" becomes *inconclusive* when
 # the compared models' mean clean training accuracy (on their IN examples) or clean test accuracy
 # differ by more than claims.yaml's tolerances; a row that rests on censored models says so.
+# Fixed-variance LiRA is judged below 64 models per norm, TPR at 0.1% FPR where every target has
+# at least 1,000 non-members.
 
 # %%
 rows = exposure.verdict_rows(
-    pools, scores, deltas, rare, sweep, n_boot, rare_share, dataset=dataset, budget=budget
+    pools, scores, deltas, rare, sweep, effects, rare_share, dataset=dataset, budget=budget
 )
 
 # %% [markdown]
@@ -313,6 +333,7 @@ results = {
     "table": table,
     "rare": rare.results() if rare_pool else None,
     "delta_auc": exposure.delta_results(deltas),
+    "effect_per_attack": effect_table,
     "memorization_score": mem.means(),
     "per_model": exposure.per_model(pools),
     "size_sweep": sweep.results() if size_sweep else None,

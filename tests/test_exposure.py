@@ -15,7 +15,7 @@ import torch  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
 from bnpaper import data, exposure, mia, params, plot_lira, plots, shadow, size_trend, text  # noqa: E402
-from bnpaper import units  # noqa: E402
+from bnpaper import pool_effects, units  # noqa: E402
 from bnpaper.config import ConfigError  # noqa: E402
 from bnpaper.mitigation import MitigationConfig  # noqa: E402
 from bnpaper.shadow import ShadowPool  # noqa: E402
@@ -145,16 +145,34 @@ def _synthetic_scores(seed, n=60, m=6, shift_bn=1.0, shift_none=0.3):
     return keep, s
 
 
-def test_online_deltas_put_every_pool_into_one_bootstrap_over_pools_targets_examples():
+def _naive_pool_delta(a, b, y, metric=mia.auc):
+    """One pool's paired effect by hand: mean over targets of metric(a) - metric(b)."""
+    return np.mean([metric(x, t) - metric(z, t) for x, z, t in zip(a, b, y)])
+
+
+def test_online_deltas_give_one_paired_estimate_per_pool_and_a_t_interval_over_pools():
     scores, shadows, seeds = {}, {}, [0, 1, 2]
     for sd in seeds:
         keep, s = _synthetic_scores(sd, shift_bn=1.0 + sd)  # pools differ: their spread counts
         for norm in ("bn", "none"):
             scores[0.0, sd, norm], shadows[0.0, sd, norm] = {"online": s[norm]}, _Fake(keep)
     pools = exposure.Pools.of(shadows, {(0.0, sd): np.zeros(60, bool) for sd in seeds})
-    got = exposure.online_deltas(pools, scores, n_boot=200)
+    got = exposure.online_deltas(pools, scores)
     assert list(got) == [(0.0, "all")]  # clean pools: all examples only
     got = got[0.0, "all"]
+    per_pool = [
+        100
+        * _naive_pool_delta(
+            scores[0.0, sd, "bn"]["online"],
+            scores[0.0, sd, "none"]["online"],
+            shadows[0.0, sd, "bn"].keep,
+        )
+        for sd in seeds
+    ]
+    half = sps.t.ppf(0.975, 2) * np.std(per_pool, ddof=1) / np.sqrt(3)
+    assert got.value == pytest.approx(np.mean(per_pool)) and got.n == 3 and got.df == 2
+    assert (got.lo, got.hi) == pytest.approx((np.mean(per_pool) - half, np.mean(per_pool) + half))
+    # the point agrees with mia's hierarchical bootstrap (the same per-pool means)
     runs = [
         (
             scores[0.0, sd, "bn"]["online"],
@@ -163,14 +181,30 @@ def test_online_deltas_put_every_pool_into_one_bootstrap_over_pools_targets_exam
         )
         for sd in seeds
     ]
-    want = mia.paired_delta_auc(runs, [np.ones(60, bool)] * 3, n_boot=200, seed=0)
-    assert (got.value, got.lo, got.hi) == pytest.approx(
-        (100 * want.value, 100 * want.lo, 100 * want.hi)
+    assert got.value == pytest.approx(100 * mia.paired_delta_auc(runs, n_boot=20).value)
+
+
+def test_one_pool_gives_no_interval_and_an_inconclusive_verdict():
+    keep, s = _synthetic_scores(0, shift_bn=3.0)  # a huge effect: one data draw still says n/a
+    scores = {(0.0, 0, n): {"online": s[n]} for n in ("bn", "none")}
+    pools = exposure.Pools.of(
+        {(0.0, 0, n): _Fake(keep) for n in ("bn", "none")}, {(0.0, 0): np.zeros(60, bool)}
     )
-    per_pool = [100 * mia.paired_delta_auc([r], n_boot=200, seed=0).value for r in runs]
-    assert got.value == pytest.approx(np.mean(per_pool))
-    one = mia.points(mia.paired_delta_auc(runs[:1], n_boot=200, seed=0))
-    assert got.hi - got.lo > one.hi - one.lo  # redrawing the pools widens the interval
+    e = exposure.online_deltas(pools, scores)[0.0, "all"]
+    assert e.value > 10 and np.isnan(e.lo) and np.isnan(e.hi) and e.n == 1
+    rows = exposure.verdict_rows(
+        pools, scores, {(0.0, "all"): e}, None, None, None, 0.02, dataset="t", budget="ci"
+    )
+    assert rows[0].verdict == "inconclusive" and rows[0].fields["n_pools"] == 1
+    assert not np.isfinite(rows[0].p)
+
+
+def test_over_pools_is_the_student_t_interval_and_leaves_out_missing_pools():
+    e = pool_effects.over_pools([1.0, 2.0, np.nan, 3.0])
+    assert (e.value, e.n, e.df) == (2.0, 3, 2)
+    assert e.hi - e.value == pytest.approx(sps.t.ppf(0.975, 2) * 1 / np.sqrt(3))
+    one = pool_effects.over_pools([5.0])
+    assert one.value == 5.0 and np.isnan(one.lo) and np.isnan(one.hi) and one.n == 1
 
 
 def _control_pools(norms=("bn", "none", "gn", "bn_noaffine")):
@@ -181,21 +215,22 @@ def _control_pools(norms=("bn", "none", "gn", "bn_noaffine")):
     for sd in seeds:
         keep = shadow.keep_matrix(6, 60, sd)
         for norm in norms:
-            scores[0.05, sd, norm] = {"online": rng.normal(size=(6, 60)) + shift[norm] * keep}
+            one = rng.normal(size=(6, 60)) + shift[norm] * keep
+            scores[0.05, sd, norm] = {a: one for a in mia.ATTACKS}
             shadows[0.05, sd, norm] = _Fake(keep)
     return exposure.Pools.of(shadows, {(0.05, sd): mask for sd in seeds}), scores
 
 
 def test_control_rows_compare_each_control_with_no_bn_on_the_same_targets():
     pools, scores = _control_pools()
-    rows = exposure.control_rows(pools, scores, 200, dataset="toy")
+    rows = exposure.control_rows(pools, scores, dataset="toy")
     assert [(r.id, r.fields["subgroup"]) for r in rows] == [
         ("03.control.gn", "all"),
         ("03.control.gn", "outliers"),
         ("03.control.bn_noaffine", "all"),
         ("03.control.bn_noaffine", "outliers"),
     ]
-    want = exposure.online_deltas(pools, scores, 200, norm="gn")[0.05, "all"]
+    want = exposure.online_deltas(pools, scores, norm="gn")[0.05, "all"]
     assert rows[0].measured == pytest.approx(want.value) and rows[0].measured > 10
     assert rows[0].verdict == "reproduced" and rows[2].verdict == "not reproduced"
     assert rows[0].family == "exploratory" and "5% outlier mix (all)" in rows[0].claim
@@ -203,28 +238,107 @@ def test_control_rows_compare_each_control_with_no_bn_on_the_same_targets():
     assert reading[0].startswith("5% mix, all examples: GroupNorm reproduced")
     assert "the learned gamma carries the attack's AUC" in reading[0]
     pools, scores = _control_pools(("bn", "none"))
-    assert exposure.control_rows(pools, scores, 200) == []
+    assert exposure.control_rows(pools, scores) == []
 
 
 def test_verdict_rows_judge_every_mix_and_group_but_the_inliers_then_the_controls():
     pools, scores = _control_pools()
-    deltas = exposure.online_deltas(pools, scores, 200)
+    deltas = exposure.online_deltas(pools, scores)
+    effects = exposure.attack_effects(pools, exposure.target_metrics(pools, scores))
     rows = exposure.verdict_rows(
-        pools, scores, deltas, None, None, 200, 0.02, dataset="toy", budget="ci"
+        pools, scores, deltas, None, None, effects, 0.02, dataset="toy", budget="ci"
     )
     assert [r.id for r in rows] == [
         "03.auc.mix5.all",
         "03.auc.outliers",
+        "03.fixed.auc",  # 6 models per norm, below 64: fixed variance judged too
         "03.control.gn",
         "03.control.gn",
         "03.control.bn_noaffine",
         "03.control.bn_noaffine",
-    ]
+    ]  # no 03.tpr.low: 30 non-members per target cannot resolve 0.1% FPR
     assert all(r.fields["dataset"] == "toy" and r.fields["budget"] == "ci" for r in rows)
+    assert all(r.fields["n_pools"] == 3 and r.n == 3 for r in rows)
     first = rows[0]
     assert first.measured == pytest.approx(deltas[0.05, "all"].value)
     assert first.fields["clean_test_acc"] == pytest.approx({n: 0.8 for n in pools.norms})
     assert first.fields["mix"] == "5%" and first.fields["outlier_frac"] == 0.05
+    assert rows[2].measured == pytest.approx(effects[0.05, "all", "online_fixed", "auc"].value)
+
+
+def test_tpr_at_low_fpr_is_judged_only_with_1000_non_members_per_target():
+    rng, scores, shadows = np.random.default_rng(1), {}, {}
+    for sd in (0, 1):
+        keep = shadow.keep_matrix(4, 2000, sd)  # 1,000 non-members per target
+        for norm, shift in (("bn", 3.0), ("none", 1.0)):
+            one = rng.normal(size=(4, 2000)) + shift * keep
+            scores[0.0, sd, norm] = {a: one for a in mia.ATTACKS}
+            shadows[0.0, sd, norm] = _Fake(keep)
+    pools = exposure.Pools.of(shadows, {(0.0, sd): np.zeros(2000, bool) for sd in (0, 1)})
+    metrics = exposure.target_metrics(pools, scores)
+    effects = exposure.attack_effects(pools, metrics)
+    rows = exposure.verdict_rows(
+        pools,
+        scores,
+        exposure.online_deltas(pools, scores),
+        None,
+        None,
+        effects,
+        0.02,
+        dataset="t",
+        budget="ci",
+    )
+    assert [r.id for r in rows] == ["03.auc.mix0.all", "03.fixed.auc", "03.tpr.low"]
+    assert rows[2].measured == pytest.approx(effects[0.0, "all", "online", "tpr@0.001"].value)
+    assert rows[2].fields["n_nonmembers"] == 1000 and rows[2].family == "exploratory"
+    res = exposure.effect_results(pools, effects)
+    assert res["0.0/all/online/tpr@0.001"]["resolvable"] and res["0.0/all/rmia/auc"]["n"] == 2
+
+
+def test_the_per_attack_table_agrees_with_the_single_attack_path_on_a_synthetic_pool():
+    """Every attack and metric of `attack_effects` (through `target_metrics`) equals
+    `online_deltas` for that attack and metric (through `pool_effects.delta_over_pools`), and a
+    by-hand per-pool mean with a t interval over the pools."""
+    rng, scores, shadows, seeds = np.random.default_rng(2), {}, {}, [0, 1, 2]
+    mask = np.arange(200) < 20
+    for sd in seeds:
+        keep = shadow.keep_matrix(6, 200, sd)
+        for norm, shift in (("bn", 1.5 + 0.3 * sd), ("none", 0.5)):
+            scores[0.05, sd, norm] = {
+                a: rng.normal(size=(6, 200)) + (shift + 0.1 * k) * keep
+                for k, a in enumerate(mia.ATTACKS)
+            }
+            shadows[0.05, sd, norm] = _Fake(keep)
+    pools = exposure.Pools.of(shadows, {(0.05, sd): mask for sd in seeds})
+    effects = exposure.attack_effects(pools, exposure.target_metrics(pools, scores))
+    assert len(effects) == 3 * len(mia.ATTACKS) * 3  # groups x attacks x metrics
+    for attack in mia.ATTACKS:
+        for metric in pool_effects.METRICS:
+            single = exposure.online_deltas(pools, scores, attack=attack, metric=metric)
+            for g in ("all", "outliers", "inliers"):
+                e, want = effects[0.05, g, attack, metric], single[0.05, g]
+                assert (e.value, e.lo, e.hi, e.n) == pytest.approx(
+                    (want.value, want.lo, want.hi, 3)
+                )
+    fpr = 0.01
+    by_hand = [
+        100
+        * _naive_pool_delta(
+            scores[0.05, sd, "bn"]["rmia"][:, mask],
+            scores[0.05, sd, "none"]["rmia"][:, mask],
+            shadows[0.05, sd, "bn"].keep[:, mask],
+            lambda x, y: mia.tpr_at_fpr(x, y, fpr),
+        )
+        for sd in seeds
+    ]
+    e = effects[0.05, "outliers", "rmia", "tpr@0.01"]
+    assert e.value == pytest.approx(np.mean(by_hand))
+    assert e.hi - e.value == pytest.approx(
+        sps.t.ppf(0.975, 2) * np.std(by_hand, ddof=1) / np.sqrt(3)
+    )
+    md = text.effect_table(exposure.effect_results(pools, effects)).splitlines()
+    assert len(md) == 2 + 3 * len(mia.ATTACKS) and md[2].startswith("| 5% | all | online | ")
+    assert md[3].count("n/r") == 1  # all: 100 non-members per target resolve 1% FPR, not 0.1%
 
 
 def test_attack_table_gives_every_attack_per_mix_norm_and_group_and_shows_four():
@@ -234,12 +348,12 @@ def test_attack_table_gives_every_attack_per_mix_norm_and_group_and_shows_four()
     shadows = {(0.1, 0, n): _Fake(keep, acc) for n, acc in (("bn", 0.8), ("none", 0.7))}
     pools = exposure.Pools.of(shadows, {(0.1, 0): mask})
     scores = {k: {a: rng.normal(size=(4, 40)) + 2.0 * keep for a in mia.ATTACKS} for k in shadows}
-    table = exposure.attack_table(pools, exposure.target_metrics(pools, scores), n_boot=50)
+    table = exposure.attack_table(pools, exposure.target_metrics(pools, scores))
     assert len(table) == 2 * 3 * len(mia.ATTACKS)  # norms x groups x attacks
     row = table["0.1/none/outliers/online"]
     assert row["n_nonmembers"] == int((~keep[0][mask]).sum())
     assert row["clean_test_acc"] == pytest.approx(0.7)
-    assert row["auc"]["value"] > 0.5
+    assert row["auc"]["value"] > 0.5 and np.isnan(row["auc"]["lo"])  # one pool: no interval
     md = text.attack_table(table).splitlines()
     assert len(md) == 2 + 2 * 3 * len(text.LIRA_SHOWN_ATTACKS)
     assert md[2].startswith("| 10% | BN | all | online | ") and "| n/r |" in md[-1]
@@ -260,7 +374,7 @@ def test_rare_exposure_measures_the_rare_members_apart_from_the_rest():
 
     shadows = {("rare", 0, "bn"): pool(6.0), ("rare", 0, "none"): pool(0.0)}
     pools = exposure.Pools.of(shadows, {("rare", 0): rare})
-    rx = exposure.rare_exposure(pools, sigma_floor=1e-3, n_boot=50)
+    rx = exposure.rare_exposure(pools, sigma_floor=1e-3)
     assert rx.auc["bn"]["rare"].value > 0.85 and abs(rx.auc["none"]["rare"].value - 0.5) < 0.2
     assert rx.delta["rare"].value > 30 and abs(rx.delta["common"].value) < 15  # AUC points
     assert rx.mem["bn"]["rare"] == pytest.approx(1.0) and rx.mem["bn"]["common"] == 0.0
@@ -282,10 +396,24 @@ def test_an_exact_line_gives_its_slope_and_the_weighted_closed_form_interval():
     assert t.slope.value == pytest.approx(-2) and t.chi2_red == pytest.approx(0, abs=1e-18)
     assert t.df is None and t.slope.se == pytest.approx(1 / np.sqrt(5))
     assert t.slope.hi - t.slope.value == pytest.approx(sps.norm.ppf(0.975) / np.sqrt(5))
-    assert t.predict(8000).value == pytest.approx(2.0) and t.predict(1000).value == pytest.approx(
+    assert t.predict(4000).value == pytest.approx(4.0) and t.predict(1000).value == pytest.approx(
         8.0
     )
-    assert t.predict(60_000).se > t.predict(8000).se > t.predict(2000).se  # wider far from the data
+    assert t.predict(4000).se > t.predict(2000).se  # wider toward the ends of the data
+
+
+@pytest.mark.parametrize("n", [250, 4001, 8000, 60_000])
+def test_the_trend_refuses_to_report_outside_the_sizes_measured(n):
+    est = [Estimate(10 - 2 * k, 9 - 2 * k, 11 - 2 * k, 16, se=1.0) for k in range(4)]
+    t = size_trend.fit_trend(SIZES, est)
+    with pytest.raises(size_trend.OutsideMeasured, match=rf"n={n}.*\[500, 4000\].*no extrapol"):
+        t.predict(n)
+
+
+def test_sizes_with_one_pool_each_give_a_slope_without_interval():
+    est = [Estimate(10 - 2 * k, np.nan, np.nan, 1) for k in range(4)]
+    t = size_trend.fit_trend(SIZES, est)
+    assert t.slope.value == pytest.approx(-2) and np.isnan(t.slope.lo) and np.isnan(t.slope.hi)
 
 
 def test_scatter_beyond_the_standard_errors_gives_ordinary_least_squares_with_a_t_interval():
@@ -347,35 +475,50 @@ def _pool(n, shift, seed, m=8, acc=0.8):
 def _sweep(shift_bn):
     sizes = [64, 128, 256, 512]
     pools = {
-        (n, s, "bn"): _pool(n, shift_bn[i], 10 * i + s) for i, n in enumerate(sizes) for s in (0, 1)
+        (n, s, "bn"): _pool(n, shift_bn[i], 10 * i + s)
+        for i, n in enumerate(sizes)
+        for s in (0, 1, 2)
     }
     pools |= {
         (n, s, "none"): _pool(n, 0.3, 10 * i + s + 100, acc=0.75)
         for i, n in enumerate(sizes)
-        for s in (0, 1)
+        for s in (0, 1, 2)
     }
-    p = {"size_sweep": sizes, "seeds": [0, 1], "n_train": 512, "dataset": "fashion_mnist"}
-    return size_trend.sweep(pools, p, sigma_floor=1e-3, n_boot=200)
+    p = {"size_sweep": sizes, "seeds": [0, 1, 2], "n_train": 512, "dataset": "fashion_mnist"}
+    return size_trend.sweep(pools, p, sigma_floor=1e-3)
 
 
-def test_a_bn_advantage_that_shrinks_with_n_reads_as_a_fall_extrapolated_to_the_paper():
+def test_a_bn_advantage_that_shrinks_with_n_reads_as_a_fall_within_the_sizes_measured():
     sw = _sweep([2.0, 1.4, 0.9, 0.5])
     d = [sw.delta[n].value for n in sw.sizes]
     assert all(a > b for a, b in zip(d, d[1:])) and d[-1] > 0
+    assert all(sw.delta[n].n == 3 and sw.delta[n].df == 2 for n in sw.sizes)  # over 3 pools
     assert sw.fall.value == pytest.approx(-sw.trend.slope.value) and sw.fall.lo > 0
     assert sw.fall.lo == pytest.approx(-sw.trend.slope.hi)
-    assert sw.n_paper == 60_000 and sw.extrapolated and sw.reused == (512,)
+    assert sw.largest == 512 and sw.reused == (512,) and sw.at(512) is sw.delta[512]
+    with pytest.raises(size_trend.OutsideMeasured, match="n=60000"):
+        sw.at(60_000)
     reading = text.size_reading(sw)
-    assert "it falls" in reading and "*Extrapolated* 6.9 doublings" in reading
+    assert "it falls" in reading and "says nothing beyond N = 512" in reading
+    assert "xtrapol" not in reading and "60,000" not in reading
     assert sw.acc[64] == pytest.approx({"bn": 0.8, "none": 0.75})
     assert sw.gap[512]["bn"] == pytest.approx(0.1)
     assert sw.row_fields()["clean_test_acc"] == pytest.approx(
         {"BN, N=64": 0.8, "no-BN, N=64": 0.75, "BN, N=512": 0.8, "no-BN, N=512": 0.75}
     )
-    assert sw.results()["reused_main_pools"] == [512]
+    res = sw.results()
+    assert res["reused_main_pools"] == [512] and "predicted" not in res
+    assert res["fit"]["64"]["bn"]["train_clean_acc"] == pytest.approx(0.9)
+    rows = sw.rows(dataset="t", budget="ci")
+    assert [r.id for r in rows] == ["03.size.delta"] * 4 + ["03.size.trend"]
+    assert rows[0].measured == pytest.approx(d[0]) and "64 images" in rows[0].claim
+    # each size's own fit check: BN fits 0.90, no-BN 0.85, beyond the 1-point tolerance
+    assert rows[0].fields["clean_train_acc"] == pytest.approx({"bn": 0.9, "none": 0.85})
+    assert rows[0].verdict == "inconclusive"
     assert "(main pools)" in text.size_table(sw).splitlines()[-1]
     fig = plot_lira.size_sweep_figure(sw, (3.0, 5.0), "title")
     assert plots.audit(fig) == []
+    assert max(fig.axes[0].get_xlim()) < 1000  # nothing drawn toward the paper's 60,000
 
 
 def test_a_flat_advantage_shows_no_trend():
@@ -392,7 +535,7 @@ def test_a_flat_advantage_shows_no_trend():
         ([1000, 500, 2000, 4000], r"not increasing"),
         ([100, 1000, 2000, 4000], r"100 < 128"),
         ([500, 600, 700, 800], r"spans only 1.6x"),
-        ([500, 1000, 2000, 70000], r"70000 > 60000"),
+        ([500, 1000, 2000, 70000], r"70000 > 60000; largest 70000 != n_train=2000"),
     ],
 )
 def test_size_sweep_needs_four_increasing_sizes_spanning_8x_inside_the_data(sizes, why):
@@ -401,7 +544,13 @@ def test_size_sweep_needs_four_increasing_sizes_spanning_8x_inside_the_data(size
         match=rf"size_sweep=.* is not allowed \({why}\); allowed: \[\] "
         r"\(no sweep\) or at least 4 increasing pool sizes spanning",
     ):
-        params.resolve("03_lira", {"size_sweep": sizes})
+        n_train = max(sizes) if max(sizes) <= 60_000 else 2000  # beyond the data: no such pool
+        params.resolve("03_lira", {"size_sweep": sizes, "n_train": n_train})
+
+
+def test_the_size_sweep_ends_at_the_main_pools_whose_rows_are_the_headline():
+    with pytest.raises(ConfigError, match=r"largest 4000 != n_train=2000.*the headline"):
+        params.resolve("03_lira", {"size_sweep": [500, 1000, 2000, 4000], "n_train": 2000})
 
 
 def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
@@ -424,3 +573,19 @@ def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
     assert (
         np.array_equal(mask, units.lira_split(ds, RECIPE, 0.1, 4).mask.numpy()) and mask.sum() == 3
     )
+
+
+def test_the_budgets_run_pools_as_the_unit_and_full_runs_the_papers_data_size():
+    """Quick: at least 3 pools (the unit of every interval); full: a pool of the whole
+    Fashion-MNIST training set (each shadow on 30,000), BN vs no-BN at the fair protocol, at
+    least 16 shadows, clean data and a 5% mix, at least 2 pools, and a size sweep of at least 5
+    sizes up to that pool (the headline's size), validated without running anything."""
+    quick = params.resolve("03_lira", {}).values
+    assert len(quick["seeds"]) >= 3 and quick["n_shadows"] >= 16
+    full = params.resolve("03_lira", {"budget": "full", "dataset": "fashion_mnist"}).values
+    assert full["n_train"] == 60_000 and full["n_train"] // 2 == 30_000
+    assert full["protocol"] == "fair" and full["norms"] == ["bn", "none"]
+    assert full["n_shadows"] >= 16 and len(full["seeds"]) >= 2
+    assert {0.0, 0.05} <= set(full["outlier_frac"])
+    sizes = full["size_sweep"]
+    assert len(sizes) >= 5 and max(sizes) == full["n_train"]

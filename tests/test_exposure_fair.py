@@ -144,9 +144,9 @@ def _pools(train_acc_none=0.99, censored=0, acc_none=0.8):
 
 
 def _row(pools, scores):
-    deltas = exposure.online_deltas(pools, scores, 200)
+    deltas = exposure.online_deltas(pools, scores)
     rows = exposure.verdict_rows(
-        pools, scores, deltas, None, None, 200, 0.02, dataset="t", budget="ci"
+        pools, scores, deltas, None, None, None, 0.02, dataset="t", budget="ci"
     )
     assert [r.id for r in rows] == ["03.auc.mix0.all"]
     return rows[0]
