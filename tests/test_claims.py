@@ -280,6 +280,8 @@ def test_exploratory_rows_read_supported_or_not_supported_never_reproduced():
         "factor": 2,
         "alternative": "a",
         "sizes": "s",
+        "size": "1,000",
+        "n_nonmembers": 1000,
         "fit_level": "99%",
         "acc_tolerance": 0.01,
         **FIT,
