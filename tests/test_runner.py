@@ -155,10 +155,8 @@ def test_a_prefixed_override_targets_one_notebook():
 def test_runner_checks_every_notebook_before_the_first_starts(monkeypatch):
     started = []
     monkeypatch.setattr(reproduce, "execute", lambda nb, *a, **k: started.append(nb))
-    with pytest.raises(
-        ConfigError, match=r"batch_size=150 is out of range; allowed: an integer in \[2, 100\]"
-    ):
-        reproduce.run("fashion_mnist", "ci", ["01", "03"], {"batch_size": 150})
+    with pytest.raises(ConfigError, match=r"n_shadows=5 must be even"):
+        reproduce.run("fashion_mnist", "ci", ["01", "03"], {"03.n_shadows": 5})
     assert started == []
 
 
