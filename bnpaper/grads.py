@@ -12,7 +12,8 @@ norm by the batch size B: sample i's share of the mean-reduced batch gradient SG
            be measured against it.
 Without BatchNorm (norm "none", "gn") they coincide. Running statistics never change.
 Groups: "weight", "bias" (conv/linear), "gamma", "beta" (norm layers), "other" (e.g. the
-ResNets' SkipInit scale), named by each layer's rule (`bnpaper.grad_rules`).
+gains of the weight-standardized convolutions of the no-BN ResNets and DenseNet), named by each
+layer's rule (`bnpaper.grad_rules`).
 
 Methods:
   "hooks"  one forward and one backward; each layer's rule reads the per-sample norms from its
