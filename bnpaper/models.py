@@ -146,9 +146,11 @@ class ScaledStdConv2d(nn.Conv2d):
 
 
 def nf_init(model: nn.Module) -> None:
-    """timm's NF-ResNet initialization: convolutions' raw weights N(0, 1/fan_in) (their scale
-    sets only the step size, the standardization removes it), zero biases, a N(0, 0.01^2)
-    classifier with zero bias."""
+    """The NF networks' initialization: convolutions' raw weights N(0, 1/fan_in) (the NF-Nets'
+    fan-in variance scaling: the standardization removes their scale from the forward pass,
+    which then sets only the effective step size), zero biases, a N(0, 0.01^2) classifier with
+    zero bias (small initial logits; PyTorch's default Linear init trained no better in a
+    trial)."""
     for m in model.modules():
         if isinstance(m, ScaledStdConv2d):
             nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="linear")
