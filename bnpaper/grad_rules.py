@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .models import BasicBlock
+from .models import ScaledStdConv2d
 
 
 @dataclass(frozen=True)
@@ -229,21 +229,57 @@ class GroupNormRule(NormRule):
         return F.group_norm(a, layer.num_groups, None, None, layer.eps)
 
 
-@register(BasicBlock)
-class SkipInitRule(Rule):
-    """A ResNet block with a SkipInit scale s: y = relu(branch * s + shortcut); s's gradient is
-    the sum of g (through the ReLU) times the branch (the output of the block's `norm2`)."""
+@register(ScaledStdConv2d)
+class ScaledStdConvRule(Rule):
+    """A convolution with scaled weight standardization (`models.ScaledStdConv2d`):
+    W_hat[o] = c[o] u[o], u[o] = (W[o] - mean W[o]) / sigma[o], c = gain * scale. The gradient
+    on W_hat of one sample (or loss term) is the conv rule's outer product V (O, fan_in); it
+    reaches the raw parameters through the standardization's Jacobian (exact, eps included):
+        dW[o]    = c[o] / sigma[o] * (V[o] - mean(V[o]) - u[o] * mean(V[o] * u[o]))
+        dgain[o] = scale * sum(V[o] * u[o])
+    V is formed per sample (the Jacobian's per-channel factors forbid the ghost norm)."""
 
-    def tap(self, layer: nn.Module) -> nn.Module | None:
-        return layer.norm2
+    groups = {"weight": "weight", "bias": "bias", "gain": "other"}
+
+    def check(self, layer: nn.Module) -> None:
+        if layer.groups != 1:
+            raise NotImplementedError("grouped convolutions are not supported")
 
     def per_sample(self, rec: Record, g: torch.Tensor, batch_stats: bool) -> dict:
-        d = g * (rec.out > 0)
-        return {"skip_scale": (d * rec.tap).reshape(g.shape[0], -1).sum(1).pow(2)}
+        conv = rec.layer
+        cols = F.unfold(rec.a, conv.kernel_size, conv.dilation, conv.padding, conv.stride)
+        v = torch.bmm(g.reshape(g.shape[0], g.shape[1], -1), cols.transpose(1, 2))  # (B, O, K)
+        out = _standardized_sq(conv, v)
+        if trains(conv, "bias"):
+            out["bias"] = g.sum((2, 3)).pow(2).sum(1)
+        return out
+
+    def prepare(self, rec: Record, batch_stats: bool) -> tuple[torch.Tensor, ...]:
+        return RULES[nn.Conv2d].prepare(rec, batch_stats)
 
     def coupled(self, rec: Record, inputs: tuple, g: torch.Tensor) -> dict:
-        v = (g * (rec.out > 0) * rec.tap).reshape(g.shape[0], -1).sum(1)
-        return {"skip_scale": v.pow(2)}
+        k, b, o = g.shape[:3]
+        gk = g.reshape(k, b, o, -1).transpose(1, 2).reshape(k, o, -1)  # (K, O, B*L)
+        out = _standardized_sq(rec.layer, torch.matmul(gk, inputs[0]))
+        if trains(rec.layer, "bias"):
+            out["bias"] = gk.sum(2).pow(2).sum(1)
+        return out
+
+
+def _standardized_sq(conv: ScaledStdConv2d, v: torch.Tensor) -> dict:
+    """Squared norms of the raw weight's and the gain's gradients from gradients v (N, O, K)
+    on the standardized weight (see `ScaledStdConvRule`)."""
+    with torch.no_grad():
+        u, sigma = conv.standardization(conv.weight.detach())
+        vu = v * u
+        out = {}
+        if trains(conv, "weight"):
+            c = conv.gain.detach().reshape(-1, 1) * conv.scale / sigma  # (O, 1)
+            dw = v - v.mean(2, keepdim=True) - u * vu.mean(2, keepdim=True)
+            out["weight"] = (dw * c).pow(2).sum((1, 2))
+        if trains(conv, "gain"):
+            out["gain"] = (vu.sum(2) * conv.scale).pow(2).sum(1)
+    return out
 
 
 # ---------------------------------------------------------------- recording a forward pass

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from bnpaper import grad_rules, grads
-from bnpaper.models import NORMS, BasicBlock, ResNet, bn_layers, build_model
+from bnpaper.models import NORMS, RELU_GAMMA, ResNet, ScaledStdConv2d, bn_layers, build_model
 
 
 def _model(arch, norm, seed=0):
@@ -21,7 +21,7 @@ def _model(arch, norm, seed=0):
         m = build_model(arch, norm, c, 10, size)
     with torch.no_grad():
         for p in m.parameters():  # move away from the initialization (gamma=1, beta=0,
-            p.add_(0.1 * torch.randn_like(p))  # skip_scale=0) so that every group is non-trivial
+            p.add_(0.1 * torch.randn_like(p))  # biases=0) so that every group is non-trivial
         for _, bn in bn_layers(m):
             bn.running_mean.uniform_(-0.5, 0.5)
             bn.running_var.uniform_(0.5, 2.0)
@@ -92,9 +92,10 @@ def test_norms_match_naive_loop_of_single_backward_passes(arch, norm, mode):
         _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode, method="loop"), ref)
 
 
+@pytest.mark.parametrize("norm", ["bn", "none"])
 @pytest.mark.parametrize("mode", grads.MODES)
-def test_densenet_norms_match_naive_loop(mode):
-    m, x, y = _model("densenet", "bn")
+def test_densenet_norms_match_naive_loop(mode, norm):
+    m, x, y = _model("densenet", norm)
     x, y = x[:3], y[:3]
     _assert_close(grads.per_sample_grad_norms(m, x, y, mode=mode), _naive(m, x, y, mode))
 
@@ -253,13 +254,6 @@ def _only(trained: nn.Module, *layers: nn.Module) -> nn.Sequential:
     return net
 
 
-def _skipinit_block() -> BasicBlock:
-    block = BasicBlock(4, 4, 1, "none")
-    with torch.no_grad():
-        block.skip_scale.fill_(0.7)
-    return block
-
-
 def _case(name: str):
     """(network, input shape, groups of the trained layer) of one layer-rule case."""
     coupling2d, coupling1d = nn.BatchNorm2d(4, affine=False), nn.BatchNorm1d(6, affine=False)
@@ -292,9 +286,11 @@ def _case(name: str):
         gn = nn.GroupNorm(2, 4)
         layers = (nn.Conv2d(2, 4, 3, padding=1), gn, nn.ReLU(), coupling2d, nn.Flatten(), head)
         return _only(gn, *layers), (6, 2, 5, 5), {"gamma", "beta"}
-    block = _skipinit_block()
-    layers = (nn.Conv2d(2, 4, 3, padding=1), coupling2d, block, nn.Flatten(), head)
-    return _only(block, *layers), (6, 2, 5, 5), {"other"}
+    if name == "scaled_std_conv":
+        conv = ScaledStdConv2d(2, 4, 3, 1, 1, gamma=RELU_GAMMA)  # raw weight, gain and bias
+        net = _only(conv, conv, nn.ReLU(), coupling2d, nn.Flatten(), head)
+        return net, (6, 2, 5, 5), {"weight", "bias", "other"}
+    raise ValueError(name)
 
 
 LAYER_CASES = {
@@ -305,7 +301,7 @@ LAYER_CASES = {
     "batchnorm2d": nn.modules.batchnorm._BatchNorm,
     "batchnorm1d": nn.modules.batchnorm._BatchNorm,
     "groupnorm": nn.GroupNorm,
-    "skipinit": BasicBlock,
+    "scaled_std_conv": ScaledStdConv2d,
 }
 
 

@@ -48,12 +48,6 @@ def test_norm_choice_builds_the_named_layers(norm, kinds):
         assert all(layer.weight is None for _, layer in models.bn_layers(m))
 
 
-def test_no_bn_resnet_starts_as_identity_residual():
-    m = models.build_model("resnet20", "none", 3, 10, 32)
-    scales = [b.skip_scale for b in m.blocks]
-    assert all(float(s.detach()) == 0.0 for s in scales)
-
-
 def test_bad_norm_is_rejected():
     with pytest.raises(ValueError, match=r"norm='batch' is not allowed"):
         models.build_model("lenet", "batch", 1, 10, 28)
