@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
-from . import claims, mia, units
+from . import claims, mia, pool_units
 from .recipes import NormRecipes, norm_recipes
 from .memorization import CONTROLS
 from .plots import label
@@ -86,15 +86,19 @@ class Pools:
 
 
 def lira_pools(
-    ds: Dataset, p: Mapping, mixes: Sequence, recipe: units.LiraRecipe | None = None
+    ds: Dataset, p: Mapping, mixes: Sequence, recipe: pool_units.LiraRecipe | None = None
 ) -> Pools:
     """Notebook 03's pools from its resolved parameters `p` and shadow `recipe` (default: the
     paper's protocol, `LiraRecipe.from_params(p)`): per mix (or "rare") and seed of p['seeds']
     one pool of examples, and p['n_shadows'] models per norm of p['norms']."""
-    recipe = recipe or units.LiraRecipe.from_params(p)
+    recipe = recipe or pool_units.LiraRecipe.from_params(p)
     seeds = p["seeds"]
-    masks = {(m, s): units.lira_split(ds, recipe, m, s).mask.numpy() for m in mixes for s in seeds}
-    shadow = {(m, s, n): units.lira_pool(ds, recipe, m, s, n) for m, s in masks for n in p["norms"]}
+    masks = {
+        (m, s): pool_units.lira_split(ds, recipe, m, s).mask.numpy() for m in mixes for s in seeds
+    }
+    shadow = {
+        (m, s, n): pool_units.lira_pool(ds, recipe, m, s, n) for m, s in masks for n in p["norms"]
+    }
     return Pools.of(shadow, masks)
 
 
@@ -106,7 +110,7 @@ def lira_norm_recipes(
     (cached units, one per norm, lr and seed) on n_train // 2 clean images, the shadows'
     training-set size; the same units whoever asks (03, 05)."""
     # parameters that name no protocol: the paper's; augment 'auto' resolved as the shadows' is
-    p = {"protocol": "paper", **p, "augment": units.augment_of(p)}
+    p = {"protocol": "paper", **p, "augment": pool_units.augment_of(p)}
     norms = list(dict.fromkeys([*p.get("norms", ("bn", "none")), *extra]))
     return norm_recipes(ds, p, norms, p["trainer"], n_train=p["n_train"] // 2, store=store)
 
@@ -127,7 +131,7 @@ def per_model(pools: Pools) -> dict:
     }
 
 
-def recipe_results(recipes: NormRecipes, recipe: units.LiraRecipe, pools) -> dict:
+def recipe_results(recipes: NormRecipes, recipe: pool_units.LiraRecipe, pools) -> dict:
     """What results.json records of the recipes: `recipes.as_dict()` (the protocol, each
     norm's learning rate, the fit rule, the search), the shadows' rule (`shadows`) and how every
     norm's shadows fit per pool (`fit`, `fit_results` of `pools`)."""

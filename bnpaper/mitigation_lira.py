@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from . import frontier, mia, units
+from . import frontier, mia, pool_units
 from .claims import Verdict, judge
 from .exposure import lira_norm_recipes
 from .mitigation import MitigationConfig
@@ -43,12 +43,12 @@ class LiraComparison:
         return mia.roc(self.scores[name].ravel(), self.keep.ravel())
 
 
-def lira_recipe(ds, p03: Mapping, norms: Sequence[str] = ()) -> units.LiraRecipe:
+def lira_recipe(ds, p03: Mapping, norms: Sequence[str] = ()) -> pool_units.LiraRecipe:
     """Notebook 03's shadow recipe from its resolved parameters `p03`: under the fair protocol
     each norm's learning rate from 03's search (the same cached units 03 trained; `norms` that
     03 does not train, e.g. a frontier's GroupNorm, searched by the same rule) and its fit level;
     under the paper's, 03's shared recipe."""
-    return units.LiraRecipe.from_params(p03, lira_norm_recipes(ds, p03, norms))
+    return pool_units.LiraRecipe.from_params(p03, lira_norm_recipes(ds, p03, norms))
 
 
 def lira_pools(ds, p03: Mapping, mitigation: MitigationConfig) -> tuple[dict, np.ndarray, float]:
@@ -57,13 +57,14 @@ def lira_pools(ds, p03: Mapping, mitigation: MitigationConfig) -> tuple[dict, np
     and trainer: the very cache units 03 trained), for BN and no-BN, and the same pool with the
     regularizer `mitigation` (same trainer: packed LeNets carry it as one-at-a-time training does).
     Returns ({'bn', 'none', 'reg'}: ShadowPool, the pool's outlier mask, the mix); the pools come
-    from `units.lira_pool`, the one definition 03 uses, with 03's norms' recipes (`lira_recipe`).
+    from `pool_units.lira_pool`, the one definition 03 uses, with 03's norms' recipes
+    (`lira_recipe`).
     """
     recipe = lira_recipe(ds, p03)
     mix, seed = max(p03["outlier_frac"]), p03["seeds"][0]
-    pools = {n: units.lira_pool(ds, recipe, mix, seed, n) for n in ("bn", "none")}
-    pools["reg"] = units.lira_pool(ds, recipe, mix, seed, "bn", mitigation=mitigation)
-    return pools, units.lira_split(ds, recipe, mix, seed).mask.numpy(), float(mix)
+    pools = {n: pool_units.lira_pool(ds, recipe, mix, seed, n) for n in ("bn", "none")}
+    pools["reg"] = pool_units.lira_pool(ds, recipe, mix, seed, "bn", mitigation=mitigation)
+    return pools, pool_units.lira_split(ds, recipe, mix, seed).mask.numpy(), float(mix)
 
 
 def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, lineup: Lineup) -> dict:
@@ -71,7 +72,7 @@ def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, lineup: Lineup
     trainer) at `n_shadows` shadows, one balanced keep matrix for all, trained for the families
     of `lineup`: BN, every frontier setting (the regularizer over lambda, `points`), every
     alternative and the chosen setting
-    (`units.lira_pool`; the keep matrix depends on the number of shadows, so these are 03's own
+    (`pool_units.lira_pool`; the keep matrix depends on the number of shadows, so these are 03's own
     units only when `n_shadows` is 03's). Per pool and target: LiRA
     `variant`'s AUC on all examples and the target's clean test accuracy. The targets play the
     seeds' part of `frontier`: `front` (`mem` is the AUC, (targets, 1 + len(points))), `alts`
@@ -92,7 +93,7 @@ def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, lineup: Lineup
         trained = recipe
         if v.weight_decay is not None:
             trained = dataclasses.replace(recipe, weight_decay=v.weight_decay)
-        pool = units.lira_pool(ds, trained, mix, seed, v.norm, mitigation=v.mit)
+        pool = pool_units.lira_pool(ds, trained, mix, seed, v.norm, mitigation=v.mit)
         s = mia.lira(pool.phi, pool.keep, sigma_floor=p03["sigma_floor"])[variant]
         every = {"all": np.ones(pool.keep.shape[1], bool)}
         auc = mia.evaluate_targets(s, pool.keep, every).values["all"]["auc"]

@@ -47,6 +47,8 @@ from .train import (
     scores,
 )
 
+TRAINERS = ("auto", "plain", "packed")  # LeNets packed (auto), one at a time, or all packed
+
 
 @dataclass(frozen=True, eq=False)
 class Job:

@@ -43,11 +43,11 @@ from .mitigation import MitigationConfig, fit_mitigated
 from .config import ConfigError, check_choice
 from .data import Split, normalize
 from .models import build_model
+from .packed_fit import TRAINERS  # the trainers a pool accepts
 from .store import Store
 from .train import TrainConfig
 
 QUERY_MODES = ("eval", "train-batch")
-TRAINERS = ("auto", "plain", "packed")
 
 
 # ---------------------------------------------------------------- keep matrix and queries

@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy import stats as _sps
 
-from . import claims, mia, units
+from . import claims, mia, pool_units
 from .lira_fit import at_fit, censored_note, fit_of
 from .plots import label
 from .pool_effects import delta_over_pools
@@ -115,19 +115,19 @@ def fit_trend(sizes: Sequence[int], estimates: Sequence[Estimate], level: float 
 
 # ---------------------------------------------------------------- the sweep
 def size_pools(
-    ds, p: Mapping, pools: Mapping[tuple, ShadowPool], recipe: units.LiraRecipe | None = None
+    ds, p: Mapping, pools: Mapping[tuple, ShadowPool], recipe: pool_units.LiraRecipe | None = None
 ) -> dict:
     """The sweep's shadow pools {(N, seed, norm): ShadowPool} for N in p['size_sweep'], every
-    seed of p['seeds'], BN and no-BN, on clean data (`SIZE_MIX`), built with `units.lira_pool`
+    seed of p['seeds'], BN and no-BN, on clean data (`SIZE_MIX`), built with `pool_units.lira_pool`
     (03's recipe at each N: the same epochs, so a smaller pool also trains fewer steps); at
     N = n_train they are the main clean pools of `pools` {(mix, seed, norm)} (the same units).
     `recipe`: the main pools' (default: the paper's protocol, `LiraRecipe.from_params(p)`); under
     the fair protocol every N trains to the same fit level with the same learning rates."""
-    recipe = recipe or units.LiraRecipe.from_params(p)
+    recipe = recipe or pool_units.LiraRecipe.from_params(p)
     return {
         (n, s, norm): pools[SIZE_MIX, s, norm]
         if n == p["n_train"] and (SIZE_MIX, s, norm) in pools
-        else units.lira_pool(ds, dataclasses.replace(recipe, n_train=n), SIZE_MIX, s, norm)
+        else pool_units.lira_pool(ds, dataclasses.replace(recipe, n_train=n), SIZE_MIX, s, norm)
         for n in p["size_sweep"]
         for s in p["seeds"]
         for norm in NORMS

@@ -388,7 +388,7 @@ def _interval(e: dict) -> str:
 
 def fit_table(pools, recipe) -> str:
     """How the shadows fit, per pool kind and norm (`pools`: `exposure.Pools`, one or a list;
-    `recipe`: the `units.LiraRecipe`): clean training accuracy on their own IN examples, clean
+    `recipe`: the `pool_units.LiraRecipe`): clean training accuracy on their own IN examples, clean
     test accuracy, the epochs they trained (mean, max), how many hit the cap below the fit level."""
     from .plots import label
 

@@ -109,7 +109,8 @@ run = notebook.start(globals(), "03_lira")
 # NBVAL_IGNORE_OUTPUT
 import time
 from IPython.display import Markdown, display
-from bnpaper import claims, data, exposure, plot_lira, plot_recipes, plots, size_trend, text, units
+from bnpaper import claims, data, exposure, plot_lira, plot_recipes, plots
+from bnpaper import pool_units, size_trend, text
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
@@ -123,7 +124,7 @@ ds = data.load_dataset(dataset, download=download)
 # %%
 # NBVAL_IGNORE_OUTPUT
 norm_recipes = exposure.lira_norm_recipes(ds, run.params)
-recipe = units.LiraRecipe.from_params(run.params, norm_recipes)
+recipe = pool_units.LiraRecipe.from_params(run.params, norm_recipes)
 display(Markdown(text.recipe_table(norm_recipes)))
 
 # %% [markdown]

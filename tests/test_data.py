@@ -254,7 +254,7 @@ def test_rare_split_is_the_same_for_bn_and_no_bn_at_a_seed():
     """01, 03 and 05 draw a split once per (kind, seed) and train every norm on it: the split has
     no norm argument, and the BN and no-BN models of a seed see the very same samples."""
     import inspect
-    from bnpaper import units
+    from bnpaper import pool_units
 
     assert "norm" not in inspect.signature(data.make_split).parameters
     ds = _indexed_dataset()
@@ -278,8 +278,8 @@ def test_rare_split_is_the_same_for_bn_and_no_bn_at_a_seed():
         "pack_size": 8,
         "bn_query_mode": "eval",
     }
-    recipe = units.LiraRecipe.from_params(p)
-    bn, none = (units.lira_split(ds, recipe, "rare", seed=4) for _ in ("bn", "none"))
+    recipe = pool_units.LiraRecipe.from_params(p)
+    bn, none = (pool_units.lira_split(ds, recipe, "rare", seed=4) for _ in ("bn", "none"))
     assert bn.fingerprint() == none.fingerprint() and torch.equal(bn.mask, none.mask)
     assert torch.equal(bn.y, none.y) and int(bn.mask.sum()) == 6  # 2% of 300
 

@@ -15,7 +15,7 @@ import torch  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
 from bnpaper import data, exposure, mia, params, plot_lira, plots, shadow, size_trend, text  # noqa: E402
-from bnpaper import pool_effects, units  # noqa: E402
+from bnpaper import pool_effects, pool_units, units  # noqa: E402
 from bnpaper.config import ConfigError  # noqa: E402
 from bnpaper.mitigation import MitigationConfig  # noqa: E402
 from bnpaper.shadow import ShadowPool  # noqa: E402
@@ -53,7 +53,7 @@ P03 = {
     "rare_share": 0.1,
     "rare_class": -1,
 }
-RECIPE = units.LiraRecipe.from_params(P03)
+RECIPE = pool_units.LiraRecipe.from_params(P03)
 
 
 def _recipe(**changes):
@@ -63,7 +63,7 @@ def _recipe(**changes):
 # ---------------------------------------------------------------- the shared pool builder
 def test_lira_pool_trains_the_units_a_hand_built_pool_of_03s_recipe_finds(tmp_path):
     ds, store = _dataset(), Store(tmp_path / "cache")
-    pool = units.lira_pool(ds, RECIPE, 0.1, 3, "bn", store=store)
+    pool = pool_units.lira_pool(ds, RECIPE, 0.1, 3, "bn", store=store)
     split = data.make_split(ds, 32, "flip", 0.1, 3, "digits", 16)
     base = TrainConfig(
         arch="lenet", norm="bn", epochs=1, batch_size=8, lr=0.05, weight_decay=5e-4, augment=False
@@ -76,11 +76,11 @@ def test_lira_pool_trains_the_units_a_hand_built_pool_of_03s_recipe_finds(tmp_pa
 
 def test_lira_pool_hands_shadow_pool_the_recipe_and_its_variations(monkeypatch):
     calls = []
-    monkeypatch.setattr(units, "shadow_pool", lambda *a: calls.append(a) or "pool")
+    monkeypatch.setattr(pool_units, "shadow_pool", lambda *a: calls.append(a) or "pool")
     ds, mit = _dataset(), MitigationConfig("penalty", 0.1, 1.0)
-    cifar = units.LiraRecipe.from_params({**P03, "dataset": "cifar10"})
-    assert units.lira_pool(ds, cifar, 0.0, 1, "none") == "pool"
-    units.lira_pool(ds, _recipe(trainer="plain", n_train=64), 0.1, 1, "bn", mitigation=mit)
+    cifar = pool_units.LiraRecipe.from_params({**P03, "dataset": "cifar10"})
+    assert pool_units.lira_pool(ds, cifar, 0.0, 1, "none") == "pool"
+    pool_units.lira_pool(ds, _recipe(trainer="plain", n_train=64), 0.1, 1, "bn", mitigation=mit)
     (split0, cfg0, m0, seed0, mit0, ex0, tr0, k0, q0, _), (split1, cfg1, *rest) = calls
     assert cfg0 == TrainConfig(
         arch="lenet", norm="none", epochs=1, batch_size=8, lr=0.05, weight_decay=5e-4, augment=True
@@ -102,16 +102,16 @@ def test_lira_pool_hands_shadow_pool_the_recipe_and_its_variations(monkeypatch):
 def test_clean_pools_of_one_seed_are_nested_and_the_seed_alone_decides_the_data():
     ds = _dataset()
     small, big = (
-        units.lira_split(ds, _recipe(n_train=40), 0.0, 5),
-        units.lira_split(ds, _recipe(n_train=160), 0.0, 5),
+        pool_units.lira_split(ds, _recipe(n_train=40), 0.0, 5),
+        pool_units.lira_split(ds, _recipe(n_train=160), 0.0, 5),
     )
     assert torch.equal(small.x, big.x[:40]) and torch.equal(small.y, big.y[:40])
-    assert not torch.equal(units.lira_split(ds, _recipe(n_train=40), 0.0, 6).x, small.x)
+    assert not torch.equal(pool_units.lira_split(ds, _recipe(n_train=40), 0.0, 6).x, small.x)
 
 
 def test_the_rare_mix_keeps_one_class_at_rare_share_of_the_pool():
     ds = _dataset()
-    s = units.lira_split(ds, _recipe(rare_share=0.1, rare_class=2, n_train=100), "rare", 0)
+    s = pool_units.lira_split(ds, _recipe(rare_share=0.1, rare_class=2, n_train=100), "rare", 0)
     assert torch.equal(s.mask, s.y == 2) and int(s.mask.sum()) == data.rare_count(0.1, 100)
 
 
@@ -437,7 +437,7 @@ def test_weights_are_one_over_the_variance_like_numpy_polyfit():
 def test_size_pools_reuse_the_main_clean_pools_at_n_train_and_build_the_rest(monkeypatch):
     calls = []
     monkeypatch.setattr(
-        size_trend.units,
+        size_trend.pool_units,
         "lira_pool",
         lambda ds, recipe, mix, s, norm: calls.append((mix, s, norm, recipe.n_train)) or "new",
     )
@@ -560,7 +560,7 @@ def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
 
     calls = []
     monkeypatch.setattr(
-        units,
+        pool_units,
         "lira_pool",
         lambda ds, p, mix, s, norm, **kw: calls.append((mix, s, norm, kw)) or norm,
     )
@@ -571,7 +571,8 @@ def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
     assert calls == [(0.1, 4, "bn", {}), (0.1, 4, "none", {}), (0.1, 4, "bn", {"mitigation": mit})]
     assert pools == {"bn": "bn", "none": "none", "reg": "bn"} and mix == 0.1
     assert (
-        np.array_equal(mask, units.lira_split(ds, RECIPE, 0.1, 4).mask.numpy()) and mask.sum() == 3
+        np.array_equal(mask, pool_units.lira_split(ds, RECIPE, 0.1, 4).mask.numpy())
+        and mask.sum() == 3
     )
 
 

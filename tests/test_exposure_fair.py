@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bnpaper import claims, data, exposure, shadow, text, units
+from bnpaper import claims, data, exposure, pool_units, shadow, text
 from bnpaper.config import ConfigError
 from bnpaper.lr_choice import LrChoice, Recipes
 from bnpaper.recipes import NormRecipes, paper
@@ -42,14 +42,14 @@ def _recipes(lrs=None, fit_level=0.9, epochs=7) -> NormRecipes:
 
 # ---------------------------------------------------------------- the recipe reaches the shadows
 def test_the_fair_recipe_gives_each_norms_shadows_its_own_lr_and_the_fit_level(monkeypatch):
-    recipe = units.LiraRecipe.from_params(FAIR, _recipes())
+    recipe = pool_units.LiraRecipe.from_params(FAIR, _recipes())
     bn, none = recipe.train_config("bn"), recipe.train_config("none")
     assert (bn.lr, none.lr) == (0.5, 0.05)
     assert bn.fit_level == none.fit_level == 0.9 and bn.epochs == none.epochs == 7
     calls = []
-    monkeypatch.setattr(units, "shadow_pool", lambda *a: calls.append(a) or "pool")
+    monkeypatch.setattr(pool_units, "shadow_pool", lambda *a: calls.append(a) or "pool")
     for norm in ("bn", "none"):
-        units.lira_pool(_dataset(), recipe, 0.1, 1, norm)
+        pool_units.lira_pool(_dataset(), recipe, 0.1, 1, norm)
     assert [(c[1].norm, c[1].lr, c[1].fit_level) for c in calls] == [
         ("bn", 0.5, 0.9),
         ("none", 0.05, 0.9),
@@ -66,11 +66,11 @@ def test_the_fair_recipe_gives_each_norms_shadows_its_own_lr_and_the_fit_level(m
 
 
 def test_a_norm_without_a_chosen_lr_and_a_fair_run_without_recipes_are_refused():
-    recipe = units.LiraRecipe.from_params(FAIR, _recipes())
+    recipe = pool_units.LiraRecipe.from_params(FAIR, _recipes())
     with pytest.raises(ConfigError, match=r"norm='gn' has no learning rate chosen"):
         recipe.train_config("gn")
     with pytest.raises(ConfigError, match=r"protocol='fair' needs the norms' recipes"):
-        units.LiraRecipe.from_params(FAIR)
+        pool_units.LiraRecipe.from_params(FAIR)
 
 
 def test_the_papers_protocol_keeps_the_shared_recipe_and_its_cache_keys():
@@ -79,8 +79,8 @@ def test_the_papers_protocol_keeps_the_shared_recipe_and_its_cache_keys():
     )
     base = TrainConfig.from_params(P03)
     for recipe in (
-        units.LiraRecipe.from_params(P03),
-        units.LiraRecipe.from_params({**P03, "protocol": "paper"}, paper(base)),
+        pool_units.LiraRecipe.from_params(P03),
+        pool_units.LiraRecipe.from_params({**P03, "protocol": "paper"}, paper(base)),
     ):
         cfg = recipe.train_config("bn")
         assert cfg == old and "fit_level" not in cfg.as_dict()  # the key it always had
@@ -178,7 +178,7 @@ def test_a_row_that_rests_on_censored_models_says_so():
 
 def test_the_fit_table_gives_each_norms_fit_epochs_and_censored_models():
     pools, _ = _pools(censored=1)
-    table = text.fit_table([pools, None], units.LiraRecipe.from_params(FAIR, _recipes()))
+    table = text.fit_table([pools, None], pool_units.LiraRecipe.from_params(FAIR, _recipes()))
     assert "| 0% mix | no-BN | 0.990 | 0.800 | 10.0 / 10 | 3 of 18 |" in table
     assert "reaches 0.9, at most 7 epochs" in table
     got = exposure.fit_results(pools)

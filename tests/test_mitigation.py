@@ -724,15 +724,15 @@ def test_a_regularized_pool_differs_from_03s_packed_bn_pool_by_the_regularizer_o
     """03's BN pool is packed, the regularized one plain: with lambda = 0 the plain pool equals the
     packed one up to float rounding (same keep matrix, seeds, initialization and batches), so the
     paired comparison isolates the regularizer."""
-    from bnpaper import units
+    from bnpaper import pool_units
     from bnpaper.train import TrainConfig
 
     base = TrainConfig(arch="lenet", norm="bn", epochs=2, batch_size=16, lr=0.05)
-    packed = units.shadow_pool(tiny_split, base, 4, 0, trainer="packed", pack_size=4)
-    zero = units.shadow_pool(
+    packed = pool_units.shadow_pool(tiny_split, base, 4, 0, trainer="packed", pack_size=4)
+    zero = pool_units.shadow_pool(
         tiny_split, base, 4, 0, mitigation=MC("penalty", 0.0, 1.0), trainer="plain"
     )
-    reg = units.shadow_pool(
+    reg = pool_units.shadow_pool(
         tiny_split, base, 4, 0, mitigation=MC("penalty", 50.0, 0.3), trainer="plain"
     )
     assert np.array_equal(packed.keep, reg.keep) and packed.configs == reg.configs
@@ -1062,7 +1062,7 @@ def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_
     """Fake pools on one keep matrix: BN leaks most, each lambda less, at falling accuracy; the
     frontier holds per target the AUC and the accuracy; an alternative as accurate as BN and as
     leaky meets the regularizer at BN (difference 0); the rows are over the targets."""
-    from bnpaper import shadow, units
+    from bnpaper import pool_units, shadow
 
     keep = shadow.keep_matrix(8, 300, seed=0)
     noise = np.random.default_rng(0).normal(size=(8, 300, 1))
@@ -1097,7 +1097,7 @@ def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_
         seen.append((name, recipe.n_shadows, mix, seed))
         return _pool(keep, noise + leak[name] * keep[..., None], [acc[name]] * 8)
 
-    monkeypatch.setattr(units, "lira_pool", fake)
+    monkeypatch.setattr(pool_units, "lira_pool", fake)
     bn, gn, chosen = (
         variants.Variant("bn"),
         variants.Variant("gn"),
