@@ -181,8 +181,9 @@ def frontier_figure(
         lf = lira_frontier
         points = frontier_points(lf["front"], lf["alts"], *lf["chosen"], chosen.label)
         title = mitigation_text.lira_frontier_title(lira.variant, lira.pool, lf["n_shadows"])
-        ylabel = "LiRA AUC (mean over targets)"
-        frontier_panel(axes[-1], *points, title, ylabel=ylabel, over="targets", chance=0.5)
+        over = "pools" if "n_pools" in lf else "targets"
+        ylabel = f"LiRA AUC (mean over {over})"
+        frontier_panel(axes[-1], *points, title, ylabel=ylabel, over=over, chance=0.5)
     fig.tight_layout()
     return fig
 
