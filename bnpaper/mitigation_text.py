@@ -231,7 +231,8 @@ def lira_reading(comparison, base: str, mitigated: str, tol: float) -> str:
     if not d.lo > 0:
         return (
             f"With the regularizer the AUC does not clearly change ({auc}; the 95% interval of "
-            f"the difference includes 0); clean test accuracy {acc}."
+            f"the difference over pools includes 0, or one pool gives none); clean test "
+            f"accuracy {acc}."
         )
     if cost > tol:
         return (
@@ -240,8 +241,8 @@ def lira_reading(comparison, base: str, mitigated: str, tol: float) -> str:
             "accuracy is that of a weaker model, not a privacy win."
         )
     return (
-        f"With the regularizer the AUC is lower ({auc}) without losing clean test accuracy "
-        f"({acc}, tolerance {tol:.2f}): a privacy gain at equal utility."
+        f"With the regularizer the AUC is lower ({auc}) at a clean test accuracy cost within "
+        f"{tol:.2f} ({acc})."
     )
 
 

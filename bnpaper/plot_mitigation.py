@@ -144,7 +144,7 @@ def memorization_figure(
 
 
 def lira_roc_figure(comparison, labels: Mapping[str, str], tol: float) -> plt.Figure:
-    """LiRA's ROC on notebook 03's pool per family (`mitigation_lira.LiraComparison`), `labels`
+    """LiRA's ROC on a pool (05's first own pool) per family (`mitigation_lira.LiraComparison`), `labels`
     {pool name: label}; the title says what the comparison reads (`mitigation_text.lira_title`)."""
     fig, ax = plt.subplots(figsize=(5.6, 5.6))
     rocs = {

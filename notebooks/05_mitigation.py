@@ -368,21 +368,23 @@ run.figure(figure, "gamma_sigma")
 # rule of `05.reduction`.
 
 # %%
-rows = mitigation_claims.verdict_rows(
-    runs,
-    corruption,
-    seeds,
-    lineup,
-    frontiers,
-    lira_comparison,
-    lira_frontier,
-    dataset=dataset,
-    budget=budget,
-)
 common = {"dataset": dataset, "budget": budget}
+rows = mitigation_claims.verdict_rows(
+    runs, corruption, seeds, lineup, frontiers, lira_comparison, lira_frontier, **common
+)
 tol = claims.acc_tolerance("05")
 part_rows = parts.part_rows(runs, part_kind, seeds, bn, arms, tol, **common)
 rows = claims.holm(rows + part_rows)  # Holm's correction within each family of this run's rows
+
+# %% [markdown]
+# Beside the verdicts: each norm's recipe, LiRA's pool recipe and the parts' channel readings.
+
+# %%
+read_beside = {
+    "recipes": chosen_lrs.as_dict(),
+    "lira_recipe": lira_recipe.as_dict() if lira_recipe else {},
+    "parts": {"lam": part_lam, "tau": part_tau, "kind": part_kind, "readings": readings},
+}
 
 # %% [markdown]
 # The run's results file holds the selection, the frontiers, gamma/sigma, LiRA, the verdict rows
@@ -396,9 +398,7 @@ run.save(
         "lira_frontier": frontier.jsonable(lira_frontier or {}),
         "gamma_sigma": reduction.scale_summaries(scales, chosen.mit.tau),
         "lira": lira_comparison.summary if lira_comparison else {},
-        "lira_recipe": lira_recipe.as_dict() if lira_recipe else {},
-        "recipes": chosen_lrs.as_dict(),
-        "parts": {"lam": part_lam, "tau": part_tau, "kind": part_kind, "readings": readings},
+        **read_beside,
         "claims": rows,
         "key_figures": notebook.figure_paths(run, ["frontier", "memorization_curves"]),
         "histories": {f"{c}/{n}/{s}": r.history for (c, n, s), r in runs.items()},

@@ -839,7 +839,7 @@ def test_lira_reading_calls_a_lower_auc_at_lower_accuracy_no_privacy_win():
 
     lower = Estimate(0.27, 0.25, 0.29, 8)
     assert "not a privacy win" in reading(0.55, lower) and "0.20 lower" in reading(0.55, lower)
-    assert "privacy gain at equal utility" in reading(0.745, lower)
+    assert "at a clean test accuracy cost within" in reading(0.745, lower)
     assert "does not clearly change" in reading(0.745, Estimate(0.01, -0.02, 0.04, 8))
     assert "higher" in reading(0.745, Estimate(-0.1, -0.2, -0.05, 8))
 
@@ -1135,7 +1135,8 @@ def test_every_method_keys_its_config_as_before_and_is_named_once():
     assert reg is None and isinstance(proj, mitigation.GammaSigmaProjection) and proj.tau == 0.5
     assert MC().hooks() == (None, None)
     points = [variants.Variant("bn", MC(m, 0.01, 0.5)).point_label for m in mitigation.METHODS]
-    assert points == ["", "$\\lambda$=0.01", "$\\tau$=0.5", "0.01"]
+    parts = "$\\lambda$=0.01, $\\tau$=0.5"  # the regularizer's parts: both parameters
+    assert points == ["", "$\\lambda$=0.01", parts, parts, parts, "$\\tau$=0.5", "0.01"]
 
 
 def test_select_applies_the_written_rule_and_stores_what_results_json_held():
