@@ -377,10 +377,12 @@ part_rows = parts.part_rows(runs, part_kind, seeds, bn, arms, tol, **common)
 rows = claims.holm(rows + part_rows)  # Holm's correction within each family of this run's rows
 
 # %% [markdown]
-# Beside the verdicts: each norm's recipe, LiRA's pool recipe and the parts' channel readings.
+# Beside the verdicts: LiRA over pools, each norm's recipe, LiRA's pool recipe and the parts'
+# channel readings.
 
 # %%
 read_beside = {
+    "lira": lira_comparison.summary if lira_comparison else {},
     "recipes": chosen_lrs.as_dict(),
     "lira_recipe": lira_recipe.as_dict() if lira_recipe else {},
     "parts": {"lam": part_lam, "tau": part_tau, "kind": part_kind, "readings": readings},
@@ -397,7 +399,6 @@ run.save(
         **frontiers.as_dict(),
         "lira_frontier": frontier.jsonable(lira_frontier or {}),
         "gamma_sigma": reduction.scale_summaries(scales, chosen.mit.tau),
-        "lira": lira_comparison.summary if lira_comparison else {},
         **read_beside,
         "claims": rows,
         "key_figures": notebook.figure_paths(run, ["frontier", "memorization_curves"]),
