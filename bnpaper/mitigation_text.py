@@ -315,14 +315,17 @@ def mitigation_header(
     epochs: int,
     selection,
     seeds: list[int],
+    protocol: str = "",
 ) -> str:
-    """The header line of notebook 05's verdicts: the run, where the setting was chosen and
-    which one (`selection.Selection`), where it was judged and the accuracy tolerance."""
+    """The header line of notebook 05's verdicts: the run, its protocol in words (`protocol`,
+    `recipes.NormRecipes.name`), where the setting was chosen and which one
+    (`selection.Selection`), where it was judged and the accuracy tolerance."""
     from .claims import acc_tolerance
 
+    how = f"; {protocol}" if protocol else ""
     return (
         f"Mitigation on {dataset} ({arch}, {noise_frac:.0%} corrupted, {n_train} training images, "
-        f"{epochs} epochs, budget {budget}); chosen on seeds {list(selection.seeds)} with "
+        f"{epochs} epochs, budget {budget}{how}); chosen on seeds {list(selection.seeds)} with "
         f"{chosen_on_words(selection.kinds)}: {selection.chosen.name}; judged on seeds {seeds}; "
         f"tolerance {acc_tolerance('05'):.3f}"
     )

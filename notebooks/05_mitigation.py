@@ -413,7 +413,7 @@ run.save(
 # NBVAL_CHECK_OUTPUT
 print(
     mitigation_text.mitigation_header(
-        dataset, budget, arch, noise_frac, n_train, epochs, choice, seeds
+        dataset, budget, arch, noise_frac, n_train, epochs, choice, seeds, chosen_lrs.name
     )
 )
 claims.show(rows)
