@@ -145,7 +145,8 @@ def memorization_figure(
 
 def lira_roc_figure(comparison, labels: Mapping[str, str], tol: float) -> plt.Figure:
     """LiRA's ROC on a pool (05's first own pool) per family (`mitigation_lira.LiraComparison`),
-    `labels` {pool name: label}; the title says what the comparison reads (`mitigation_text.lira_title`)."""
+    `labels` {pool name: label}; the title says what the comparison reads
+    (`mitigation_text.lira_title`)."""
     fig, ax = plt.subplots(figsize=(5.6, 5.6))
     rocs = {
         label: (*comparison.roc(n), color(LIRA_COLORS[n]))
