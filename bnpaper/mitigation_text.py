@@ -306,6 +306,15 @@ def which_part_words(supported: list[str], kind: str) -> str:
     )
 
 
+def protocol_words(recipes) -> str:
+    """05's protocol in words (`recipes` a `recipes.NormRecipes`): under the fair protocol each
+    norm's learning rate is chosen on validation data but the judged models train a fixed number
+    of epochs (no fit rule); the paper's protocol is named as such."""
+    if recipes.protocol == "paper":
+        return recipes.name
+    return "each norm its own learning rate, chosen on validation data, fixed epochs"
+
+
 def mitigation_header(
     dataset: str,
     budget: str,

@@ -407,13 +407,14 @@ run.save(
 )
 
 # %% [markdown]
-# The verdicts, one line each, under the run they belong to.
+# The verdicts, one line each, under the run they belong to and its protocol.
 
 # %%
 # NBVAL_CHECK_OUTPUT
+how = mitigation_text.protocol_words(chosen_lrs)
 print(
     mitigation_text.mitigation_header(
-        dataset, budget, arch, noise_frac, n_train, epochs, choice, seeds, chosen_lrs.name
+        dataset, budget, arch, noise_frac, n_train, epochs, choice, seeds, how
     )
 )
 claims.show(rows)
