@@ -86,8 +86,8 @@ lira = True  # LiRA with and without the chosen setting, and LiRA's frontier
 lira_variant = "online_fixed"
 lira_seeds = [0, 1, 2]  # one LiRA pool per seed (03's pool drawing, 05's recipe): the unit
 lira_shadows = 8  # shadows per family and pool (even, >= 4); 8 x 3 pools fits the quick budget
-# LiRA frontier's lambdas, a subset of lams (the chosen setting is always added): two, so that
-# 11 families x 3 pools x 8 shadows fit the quick budget (about 4 M training samples)
+# LiRA frontier's lambdas, a subset of lams (the chosen setting is measured beside): two, so
+# that 11 families x 3 pools x 8 shadows fit the quick budget (about 4 M training samples)
 lira_lams = [1.6e-3, 2.5e-2]
 trainer = "auto"  # auto (LeNets packed, one packed model per norm and setting) | plain | packed
 download = False  # allow torchvision to download the dataset if it is missing
