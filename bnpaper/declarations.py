@@ -219,7 +219,11 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "lira": flag(),
         "lira_variant": choice("online", "online_fixed", "offline", "offline_fixed"),
         "frontier_corruption": one_or_list(("flip", "ood")),
-        "lira_frontier_shadows": number(0, None, integer=True),
+        "lira_shadows": number(4, None, integer=True),
+        "lira_seeds": int_list(0),
+        "lira_lams": number_list(0.0, None, min_len=0, lo_open=True),
+        "lower_lrs": number_list(0.0, 1.0, min_len=0, lo_open=True, hi_open=True),
+        **_FAIR,
         **_TRAINER,
     },
 }
@@ -424,12 +428,16 @@ def _cross_05(p: dict) -> None:
         f"selection_seeds={p['selection_seeds']!r} must be disjoint from seeds="
         f"{p['seeds']!r} (nothing is chosen on the seeds it is reported on); shared: {shared}",
     )
-    m = p["lira_frontier_shadows"]
+    m = p["lira_shadows"]
     require(
-        m == 0 or (m >= 4 and m % 2 == 0),
-        f"lira_frontier_shadows={m!r} is not allowed; allowed: 0 "
-        "(no LiRA frontier) or an even number >= 4 (a balanced keep matrix, each shadow the target "
-        "of the others)",
+        m >= 4 and m % 2 == 0,
+        f"lira_shadows={m!r} is not allowed; allowed: an even number >= 4 (a balanced keep "
+        "matrix, each shadow the target of the others)",
+    )
+    stray = [x for x in p["lira_lams"] if x not in p["lams"]]
+    require(
+        not stray,
+        f"lira_lams={p['lira_lams']!r} must be taken from lams={p['lams']!r}; not in lams: {stray}",
     )
     require(
         p["frontier_tau"] in p["taus"],

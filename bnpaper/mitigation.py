@@ -17,6 +17,10 @@ channels, ...):
   [-tau * sigma_c, tau * sigma_c] with sigma_c from the running statistics
   (`fit(..., after_step=proj)`).
 
+The regularizer taken apart (`METHODS` "penalty_gamma", "penalty_sigma", "gamma_bound"): the
+same penalty with sigma detached (its gradient moves gamma only), with gamma detached (it moves
+only the weights feeding BN, through sigma), and `GammaBound`, a bound on |gamma| itself.
+
 And one alternative a practitioner would try instead: `GammaDecay(lam)`, an extra L2 penalty
 lam/2 * sum gamma_c^2 on the BN scales only (weight decay on gamma, on top of the optimizer's).
 
@@ -69,9 +73,32 @@ def running_sigma(bn: _BatchNorm) -> torch.Tensor:
     return torch.sqrt(bn.running_var + bn.eps)
 
 
-def ratio_penalty(gamma: torch.Tensor, sigma: torch.Tensor, tau: float) -> torch.Tensor:
-    """sum_c relu(|gamma_c| / sigma_c - tau)^2 (differentiable in gamma and sigma)."""
-    return torch.relu(gamma.abs() / sigma - tau).pow(2).sum()
+PARTS = ("both", "gamma", "sigma")  # which factor of |gamma|/sigma the penalty's gradient moves
+
+
+def ratio_terms(
+    gamma: torch.Tensor, sigma: torch.Tensor, tau: float, part: str = "both"
+) -> torch.Tensor:
+    """relu(|gamma_c| / sigma_c - tau)^2 per channel, its gradient through `part`:
+
+    - "both": through gamma and sigma (the regularizer);
+    - "gamma": sigma detached, relu(|gamma_c| / sg(sigma_c) - tau)^2: the same value, a gradient on
+      gamma only (the weights feeding BN get none from it);
+    - "sigma": gamma detached, relu(sg(|gamma_c|) / sigma_c - tau)^2: the same value, a gradient
+      through sigma only, i.e. on the weights feeding BN (and the layers before), none on gamma.
+    sg is stop-gradient (`detach`)."""
+    if part not in PARTS:
+        raise ConfigError(f"part={part!r} is not allowed; choose one of {list(PARTS)}")
+    g = gamma.abs().detach() if part == "sigma" else gamma.abs()
+    s = sigma.detach() if part == "gamma" else sigma
+    return torch.relu(g / s - tau).pow(2)
+
+
+def ratio_penalty(
+    gamma: torch.Tensor, sigma: torch.Tensor, tau: float, part: str = "both"
+) -> torch.Tensor:
+    """sum_c relu(|gamma_c| / sigma_c - tau)^2, differentiable through `part` (`ratio_terms`)."""
+    return ratio_terms(gamma, sigma, tau, part).sum()
 
 
 class GammaSigmaRegularizer:
@@ -86,15 +113,26 @@ class GammaSigmaRegularizer:
     last call (a penalty computed from stale or absent statistics would be silently wrong).
     Built with `model`, `reg()` is that model's penalty (the drop-in form: one call per step).
 
-    `detach_sigma=True` treats sigma as a constant (gradient through gamma only), an ablation.
+    `part` takes the regularizer apart (`ratio_terms`): "both" (the regularizer), "gamma" (sigma
+    detached: a penalty that moves gamma only), "sigma" (gamma detached: one that moves only what
+    produced sigma, the weights feeding BN). `detach_sigma=True` is `part="gamma"`.
     """
 
     def __init__(
-        self, lam: float, tau: float, model: nn.Module | None = None, detach_sigma: bool = False
+        self,
+        lam: float,
+        tau: float,
+        model: nn.Module | None = None,
+        detach_sigma: bool = False,
+        part: str = "both",
     ):
         check_number("lam", lam, 0.0, None)
         check_number("tau", tau, 0.0, None, lo_open=True)
-        self.lam, self.tau, self.detach_sigma = float(lam), float(tau), bool(detach_sigma)
+        part = "gamma" if detach_sigma else part
+        if part not in PARTS:
+            raise ConfigError(f"part={part!r} is not allowed; choose one of {list(PARTS)}")
+        self.lam, self.tau, self.part = float(lam), float(tau), part
+        self.detach_sigma = part == "gamma"
         self._sigma: "weakref.WeakKeyDictionary[nn.Module, torch.Tensor]" = (
             weakref.WeakKeyDictionary()
         )
@@ -140,7 +178,7 @@ class GammaSigmaRegularizer:
         layers = self._layers(model)
         total = layers[0][1].weight.new_zeros(())
         for _, m in layers:
-            total = total + ratio_penalty(m.weight, self._sigma.pop(m), self.tau)
+            total = total + ratio_penalty(m.weight, self._sigma.pop(m), self.tau, self.part)
         return self.lam * total
 
     def _layers(self, model: nn.Module | None) -> list[tuple[str, _BatchNorm]]:
@@ -174,12 +212,12 @@ class GammaSigmaRegularizer:
         k equal blocks, member by member): shape (k,); its sum is `reg(model)`."""
         total = 0
         for _, m in self._layers(model):
-            terms = torch.relu(m.weight.abs() / self._sigma.pop(m) - self.tau).pow(2)
+            terms = ratio_terms(m.weight, self._sigma.pop(m), self.tau, self.part)
             total = total + terms.view(k, -1).sum(1)
         return self.lam * total
 
     def __repr__(self) -> str:
-        return f"GammaSigmaRegularizer(lam={self.lam}, tau={self.tau})"
+        return f"GammaSigmaRegularizer(lam={self.lam}, tau={self.tau}, part={self.part!r})"
 
 
 class GammaSigmaProjection:
@@ -226,6 +264,41 @@ class GammaDecay:
         return f"GammaDecay(lam={self.lam})"
 
 
+class GammaBound:
+    """The gamma-only penalty: lam * sum_c relu(|gamma_c| - tau)^2 over every affine BN layer, a
+    bound on |gamma| itself that never reads sigma (so it cannot move the weights feeding BN)."""
+
+    def __init__(self, lam: float, tau: float):
+        check_number("lam", lam, 0.0, None)
+        check_number("tau", tau, 0.0, None, lo_open=True)
+        self.lam, self.tau = float(lam), float(tau)
+
+    @staticmethod
+    def _layers(model: nn.Module) -> list[tuple[str, _BatchNorm]]:
+        layers = affine_bn_layers(model)
+        if not layers:
+            raise ConfigError("GammaBound: the model has no BatchNorm layer with a learned gamma")
+        return layers
+
+    def __call__(self, model: nn.Module) -> torch.Tensor:
+        terms = [torch.relu(m.weight.abs() - self.tau).pow(2).sum() for _, m in self._layers(model)]
+        return self.lam * sum(terms)
+
+    def per_member(self, model: nn.Module, k: int) -> torch.Tensor:
+        """The penalty of each of the `k` members of a packed `model`: shape (k,)."""
+        terms = [
+            torch.relu(m.weight.abs() - self.tau).pow(2).view(k, -1).sum(1)
+            for _, m in self._layers(model)
+        ]
+        return self.lam * sum(terms)
+
+    def remove(self) -> None:
+        """Nothing to remove (no hooks)."""
+
+    def __repr__(self) -> str:
+        return f"GammaBound(lam={self.lam}, tau={self.tau})"
+
+
 @torch.no_grad()
 def gamma_sigma(model: nn.Module) -> dict[str, torch.Tensor]:
     """|gamma_c| / sqrt(running_var_c + eps) per channel, for each affine BN layer: {name: (C,)}."""
@@ -234,7 +307,9 @@ def gamma_sigma(model: nn.Module) -> dict[str, torch.Tensor]:
     }
 
 
-Hooks = tuple["GammaSigmaRegularizer | GammaDecay | None", "GammaSigmaProjection | None"]
+Hooks = tuple[
+    "GammaSigmaRegularizer | GammaDecay | GammaBound | None", "GammaSigmaProjection | None"
+]
 
 
 @dataclass(frozen=True)
@@ -251,6 +326,16 @@ METHODS: dict[str, Method] = {
     "penalty": Method(
         ("lam", "tau"), lambda m, model: (GammaSigmaRegularizer(m.lam, m.tau, model=model), None)
     ),
+    # the regularizer taken apart (`ratio_terms`): sigma detached, gamma detached, |gamma| alone
+    "penalty_gamma": Method(
+        ("lam", "tau"),
+        lambda m, model: (GammaSigmaRegularizer(m.lam, m.tau, model=model, part="gamma"), None),
+    ),
+    "penalty_sigma": Method(
+        ("lam", "tau"),
+        lambda m, model: (GammaSigmaRegularizer(m.lam, m.tau, model=model, part="sigma"), None),
+    ),
+    "gamma_bound": Method(("lam", "tau"), lambda m, model: (GammaBound(m.lam, m.tau), None)),
     "projection": Method(("tau",), lambda m, model: (None, GammaSigmaProjection(m.tau))),
     "gamma_decay": Method(("lam",), lambda m, model: (GammaDecay(m.lam), None)),
 }

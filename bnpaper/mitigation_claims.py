@@ -26,9 +26,9 @@ def verdict_rows(
 ) -> list[Verdict]:
     """Every verdict row of notebook 05, before Holm's correction: the share of BN's
     memorization the chosen setting removes per kind (`05.reduction.<kind>`), its LiRA AUC change
-    on 03's pool (`05.lira`, if `lira`), each alternative against the frontier at equal accuracy
-    (`05.frontier`) and against LiRA's frontier (`05.frontier.lira`, if `lira_frontier`, read
-    with `lira`'s attack)."""
+    on 05's own pools, interval over pools (`05.lira`, if `lira`), each alternative against the
+    frontier at equal accuracy (`05.frontier`) and against LiRA's frontier (`05.frontier.lira`,
+    if `lira_frontier`, read with `lira`'s attack)."""
     bn, chosen, nobn = lineup.judged
     common = {"dataset": dataset, "budget": budget}
     tol = acc_tolerance("05")

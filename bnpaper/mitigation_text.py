@@ -157,6 +157,15 @@ def lira_pool_words(mix: float, p03: dict) -> str:
     return f"{mix:.0%} {p03['outlier_kind']} outliers in {p03['n_train']} examples"
 
 
+def own_pool_words(mix: float, recipe, n_pools: int) -> str:
+    """05's own LiRA pools in words: '3 pools of 4000 examples with 10% ood outliers, 05's recipe
+    (8 epochs)'."""
+    return (
+        f"{n_pools} pool(s) of {recipe.n_train} examples with {mix:.0%} {recipe.outlier_kind} "
+        f"outliers, 05's recipe ({recipe.epochs} epochs, {recipe.n_shadows} shadows per family)"
+    )
+
+
 def kind_title(corr: str, n_atypical: int, n_train: int, n_classes: int) -> str:
     """What the atypical samples of a corruption kind are, and how many of the training subset."""
     if corr == "rare":
@@ -222,7 +231,8 @@ def lira_reading(comparison, base: str, mitigated: str, tol: float) -> str:
     if not d.lo > 0:
         return (
             f"With the regularizer the AUC does not clearly change ({auc}; the 95% interval of "
-            f"the difference includes 0); clean test accuracy {acc}."
+            f"the difference over pools includes 0, or one pool gives none); clean test "
+            f"accuracy {acc}."
         )
     if cost > tol:
         return (
@@ -231,8 +241,8 @@ def lira_reading(comparison, base: str, mitigated: str, tol: float) -> str:
             "accuracy is that of a weaker model, not a privacy win."
         )
     return (
-        f"With the regularizer the AUC is lower ({auc}) without losing clean test accuracy "
-        f"({acc}, tolerance {tol:.2f}): a privacy gain at equal utility."
+        f"With the regularizer the AUC is lower ({auc}) at a clean test accuracy cost within "
+        f"{tol:.2f} ({acc})."
     )
 
 
@@ -242,16 +252,67 @@ def lira_title(comparison, base: str, mitigated: str, tol: float, width: int = 6
 
     n, variant = comparison.n_shadows, comparison.variant
     head = (
-        f"LiRA ({LIRA_NAMES.get(variant, variant)}) on notebook 03's pool ({comparison.pool}): "
-        f"{n} shadow models per family, each the target of the other {n - 1}"
+        f"LiRA ({LIRA_NAMES.get(variant, variant)}) on {comparison.pool}: "
+        f"{n} shadow models per family and pool, each the target of the other {n - 1}"
     )
     reading = lira_reading(comparison, base, mitigated, tol)
     return "\n".join(textwrap.wrap(head, width) + textwrap.wrap(reading, width))
 
 
 def lira_frontier_title(variant: str, pool: str, n_shadows: int) -> str:
-    """Title of LiRA's frontier panel: the attack, 03's pool and its shadows per family."""
-    return f"LiRA ({variant}) on 03's pool: {pool},\n{n_shadows} shadows per family"
+    """Title of LiRA's frontier panel: the attack, the pools and the shadows per family."""
+    return f"LiRA ({variant}) on {pool}"
+
+
+def parts_table(readings: dict, labels: dict[str, str]) -> str:
+    """The regularizer taken apart (`parts.readings_table`): per model its final memorization,
+    clean test accuracy and the medians over BN channels of gamma/sigma, sigma, |gamma| and the
+    effective step lr/|w|^2; `labels` {model name: label}."""
+    rows = [
+        [
+            labels[n],
+            r["memorization"],
+            r["clean_test_acc"],
+            r["ratio"],
+            r["sigma"],
+            r["gamma"],
+            f"{r['effective_step']:.3g}",
+        ]
+        for n, r in readings.items()
+    ]
+    header = [
+        "model",
+        "final memorization",
+        "clean test acc.",
+        "median gamma/sigma",
+        "median sigma",
+        "median gamma",
+        "median effective step",
+    ]
+    return markdown_table(header, rows)
+
+
+def which_part_words(supported: list[str], kind: str) -> str:
+    """What the `05.part` rows say: the arms that remove memorization of `kind` at the run's
+    scale, or that none does by the rule."""
+    if not supported:
+        return (
+            f"By the rule of `05.part`, no arm removes a quarter of BN's memorization ({kind}) "
+            "within the accuracy tolerance at this scale."
+        )
+    return (
+        f"By the rule of `05.part`, these remove at least a quarter of BN's memorization ({kind}) "
+        f"within the accuracy tolerance: {', '.join(supported)}."
+    )
+
+
+def protocol_words(recipes) -> str:
+    """05's protocol in words (`recipes` a `recipes.NormRecipes`): under the fair protocol each
+    norm's learning rate is chosen on validation data but the judged models train a fixed number
+    of epochs (no fit rule); the paper's protocol is named as such."""
+    if recipes.protocol == "paper":
+        return recipes.name
+    return "each norm its own learning rate, chosen on validation data, fixed epochs"
 
 
 def mitigation_header(
@@ -263,14 +324,17 @@ def mitigation_header(
     epochs: int,
     selection,
     seeds: list[int],
+    protocol: str = "",
 ) -> str:
-    """The header line of notebook 05's verdicts: the run, where the setting was chosen and
-    which one (`selection.Selection`), where it was judged and the accuracy tolerance."""
+    """The header line of notebook 05's verdicts: the run, its protocol in words (`protocol`,
+    `recipes.NormRecipes.name`), where the setting was chosen and which one
+    (`selection.Selection`), where it was judged and the accuracy tolerance."""
     from .claims import acc_tolerance
 
+    how = f"; {protocol}" if protocol else ""
     return (
         f"Mitigation on {dataset} ({arch}, {noise_frac:.0%} corrupted, {n_train} training images, "
-        f"{epochs} epochs, budget {budget}); chosen on seeds {list(selection.seeds)} with "
+        f"{epochs} epochs, budget {budget}{how}); chosen on seeds {list(selection.seeds)} with "
         f"{chosen_on_words(selection.kinds)}: {selection.chosen.name}; judged on seeds {seeds}; "
         f"tolerance {acc_tolerance('05'):.3f}"
     )

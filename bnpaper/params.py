@@ -49,24 +49,9 @@ def load_yaml(text: str) -> Any:
 
 
 # ---------------------------------------------------------------- checks
-def _05_decays_beat_03s(p: dict[str, Any]) -> None:
-    """05's LiRA frontier trains with notebook 03's recipe: its "stronger" weight decays must
-    exceed 03's weight decay at the same dataset and budget, too."""
-    if not (p["lira"] and p["lira_frontier_shadows"]):
-        return
-    wd03 = resolve("03_lira", {"dataset": p["dataset"], "budget": p["budget"]}).values[
-        "weight_decay"
-    ]
-    weak = [w for w in p["strong_weight_decays"] if w <= wd03]
-    require(
-        not weak,
-        f"strong_weight_decays={p['strong_weight_decays']!r} must all exceed notebook 03's "
-        f"weight_decay={wd03!r} (LiRA's frontier trains with 03's recipe); "
-        f"not stronger: {weak}",
-    )
-
-
-LINKS = {"05_mitigation": _05_decays_beat_03s}  # rules that read another notebook's values
+# rules that read another notebook's values (05's LiRA no longer trains with 03's recipe, so its
+# weight decays need not beat 03's)
+LINKS: dict = {}
 
 
 def validate(notebook: str, values: Mapping[str, Any]) -> dict[str, Any]:

@@ -144,8 +144,9 @@ def memorization_figure(
 
 
 def lira_roc_figure(comparison, labels: Mapping[str, str], tol: float) -> plt.Figure:
-    """LiRA's ROC on notebook 03's pool per family (`mitigation_lira.LiraComparison`), `labels`
-    {pool name: label}; the title says what the comparison reads (`mitigation_text.lira_title`)."""
+    """LiRA's ROC on a pool (05's first own pool) per family (`mitigation_lira.LiraComparison`),
+    `labels` {pool name: label}; the title says what the comparison reads
+    (`mitigation_text.lira_title`)."""
     fig, ax = plt.subplots(figsize=(5.6, 5.6))
     rocs = {
         label: (*comparison.roc(n), color(LIRA_COLORS[n]))
@@ -181,8 +182,9 @@ def frontier_figure(
         lf = lira_frontier
         points = frontier_points(lf["front"], lf["alts"], *lf["chosen"], chosen.label)
         title = mitigation_text.lira_frontier_title(lira.variant, lira.pool, lf["n_shadows"])
-        ylabel = "LiRA AUC (mean over targets)"
-        frontier_panel(axes[-1], *points, title, ylabel=ylabel, over="targets", chance=0.5)
+        over = "pools" if "n_pools" in lf else "targets"
+        ylabel = f"LiRA AUC (mean over {over})"
+        frontier_panel(axes[-1], *points, title, ylabel=ylabel, over=over, chance=0.5)
     fig.tight_layout()
     return fig
 

@@ -82,7 +82,30 @@ METHOD_WORDS: dict[str, MethodWords] = {
     "gamma_decay": MethodWords(
         "gdecay({lam:g})", " + decay on gamma", "{lam:g}", None, "bn_gdecay"
     ),
+    # the regularizer taken apart (`mitigation.ratio_terms`, `mitigation.GammaBound`)
+    "penalty_gamma": MethodWords(
+        "pen_g(l={lam:g},t={tau:g})",
+        " + penalty, sigma detached",
+        "$\\lambda$={lam:g}, $\\tau$={tau:g}",
+        None,
+        "bn_gdecay",
+    ),
+    "penalty_sigma": MethodWords(
+        "pen_s(l={lam:g},t={tau:g})",
+        " + penalty, gamma detached",
+        "$\\lambda$={lam:g}, $\\tau$={tau:g}",
+        None,
+        "bn_wd",
+    ),
+    "gamma_bound": MethodWords(
+        "gbound(l={lam:g},t={tau:g})",
+        " + bound on |gamma|",
+        "$\\lambda$={lam:g}, $\\tau$={tau:g}",
+        None,
+        "bn_gdecay",
+    ),
 }
+PARTS = ("penalty_gamma", "penalty_sigma", "gamma_bound")  # `parts`: the regularizer taken apart
 
 
 @dataclass(frozen=True)
@@ -94,6 +117,7 @@ class Variant:
     norm: str
     mit: MitigationConfig = MitigationConfig()
     weight_decay: float | None = None
+    lr_scale: float | None = None  # its learning rate: the recipe's times this (None: the recipe's)
 
     def _words(self, template: str) -> str:
         return template.format(lam=self.mit.lam, tau=self.mit.tau)
@@ -104,9 +128,11 @@ class Variant:
 
     @property
     def short(self) -> str:
-        """'pen(l=0.01,t=1)', 'proj(t=1)', 'gdecay(0.05)', 'wd(0.005)'; '' for a plain norm."""
+        """'pen(l=0.01,t=1)', 'proj(t=1)', 'gdecay(0.05)', 'wd(0.005)', 'lr(x0.25)'; '' for a
+        plain norm."""
         wd = f"wd({self.weight_decay:g})" if self.weight_decay is not None else ""
-        return "+".join(p for p in (self._words(self._method.short), wd) if p)
+        lr = f"lr(x{self.lr_scale:g})" if self.lr_scale is not None else ""
+        return "+".join(p for p in (self._words(self._method.short), wd, lr) if p)
 
     @property
     def name(self) -> str:
@@ -117,13 +143,15 @@ class Variant:
     def family(self) -> str:
         """'BN', 'no-BN', 'GroupNorm', 'BN + regularizer', 'BN + decay on gamma', ..."""
         wd = " + stronger weight decay" if self.weight_decay is not None else ""
-        return FAMILIES.get(self.norm, self.norm) + self._method.family + wd
+        lr = " at a lower learning rate" if self.lr_scale is not None else ""
+        return FAMILIES.get(self.norm, self.norm) + self._method.family + wd + lr
 
     @property
     def params(self) -> str:
         """The mitigation's parameters in mathtext ('' for none)."""
         wd = f"{self.weight_decay:g}" if self.weight_decay is not None else ""
-        return ", ".join(x for x in (self._words(self._method.params), wd) if x)
+        lr = f"lr x{self.lr_scale:g}" if self.lr_scale is not None else ""
+        return ", ".join(x for x in (self._words(self._method.params), wd, lr) if x)
 
     @property
     def label(self) -> str:
@@ -139,14 +167,17 @@ class Variant:
     @property
     def color(self) -> str:
         """A key of `plots.COLORS`: the weight decay's, the method's or the norm's."""
-        if self.weight_decay is not None:
+        if self.weight_decay is not None or self.lr_scale is not None:
             return "bn_wd"
         return self._method.color or self.norm
 
-    def config(self, base, seed: int):
-        """`base` (a `train.TrainConfig`) with this family's norm and weight decay, at `seed`."""
+    def config(self, base, seed: int, lr: float | None = None):
+        """`base` (a `train.TrainConfig`) with this family's norm, weight decay and learning rate
+        (`lr`: its norm's recipe, default `base.lr`; times `lr_scale` when set), at `seed`."""
         wd = base.weight_decay if self.weight_decay is None else self.weight_decay
-        return replace(base, norm=self.norm, weight_decay=wd, seed=seed)
+        lr = base.lr if lr is None else lr
+        lr = lr * self.lr_scale if self.lr_scale is not None else lr
+        return replace(base, norm=self.norm, weight_decay=wd, lr=lr, seed=seed)
 
 
 def penalties(lams: Sequence[float], taus: Sequence[float]) -> list[Variant]:
@@ -167,6 +198,33 @@ def gamma_decays(lams: Sequence[float]) -> list[Variant]:
 def stronger_weight_decays(weight_decays: Sequence[float]) -> list[Variant]:
     """BN with a stronger global weight decay, at every value."""
     return [Variant("bn", weight_decay=w) for w in weight_decays]
+
+
+def parts(lam: float, tau: float) -> list[Variant]:
+    """The regularizer at (`lam`, `tau`) taken apart: sigma detached (moves gamma only), gamma
+    detached (moves only the weights feeding BN, through sigma), and the bound on |gamma| itself
+    (`mitigation.METHODS`)."""
+    return [Variant("bn", MitigationConfig(m, lam, tau)) for m in PARTS]
+
+
+def parts_setting(chosen: Variant, lams: Sequence[float], tau: float) -> tuple[float, float]:
+    """The (lambda, tau) the regularizer is taken apart at: the chosen setting's when it is a
+    penalty, else the middle lambda of `lams` at the frontier's `tau`."""
+    if chosen.mit.method == "penalty":
+        return chosen.mit.lam, chosen.mit.tau
+    return sorted(lams)[len(lams) // 2], tau
+
+
+def full_penalty(lam: float, tau: float) -> Variant:
+    """BN with the whole regularizer at (`lam`, `tau`)."""
+    return Variant("bn", MitigationConfig("penalty", lam, tau))
+
+
+def lower_lrs(scales: Sequence[float]) -> list[Variant]:
+    """BN at its recipe's learning rate times each of `scales` (< 1): the effective-learning-rate
+    alternative to the regularizer (a larger |w| lowers BN's effective step lr/|w|^2 the same
+    way)."""
+    return [Variant("bn", lr_scale=float(k)) for k in scales]
 
 
 @dataclass(frozen=True)
@@ -259,15 +317,38 @@ def train_grid(
     base,
     what: str = "",
     trainer: str = "auto",
+    lrs: Mapping[str, float] | None = None,
 ) -> dict[tuple[str, str, int], object]:
     """Every variant (a list, or {corruption: list} as `plan` gives) trained on every split
     ({(corruption, seed): Split}) from that seed, as cached units (`units.trained_all`: LeNets
-    packed under trainer "auto"): {(corruption, variant name, seed): TrainResult}."""
+    packed under trainer "auto"): {(corruption, variant name, seed): TrainResult}. `lrs`: each
+    norm's learning rate (its recipe, `baseline_lrs`; default `base.lr` for every norm)."""
     from . import units
 
     jobs = {}
     for (corr, seed), split in splits.items():
         for v in dict.fromkeys(variants[corr] if isinstance(variants, Mapping) else variants):
-            jobs[corr, v.name, seed] = units.Job(split, v.config(base, seed), mitigation=v.mit)
+            cfg = v.config(base, seed, (lrs or {}).get(v.norm))
+            jobs[corr, v.name, seed] = units.Job(split, cfg, mitigation=v.mit)
     descs = [f"{what}{corr} {name} seed {seed}" for corr, name, seed in jobs]
     return dict(zip(jobs, units.trained_all(list(jobs.values()), trainer, descs=descs)))
+
+
+def baseline_recipes(ds, p: Mapping, norms: Sequence[str], trainer: str = "auto"):
+    """Each norm's recipe for notebook 05 (`recipes.norm_recipes` on 05's resolved parameters
+    `p`): under the fair protocol each norm's learning rate chosen on `n_val` held-out images by
+    claims.yaml's rule (its search models train to `fit_level` within the `epochs` cap); under
+    the paper's, `p['lr']` for every norm. 05's judged models then train with these rates for a
+    fixed `epochs` (`evaluation_config`)."""
+    from .recipes import norm_recipes
+
+    return norm_recipes(ds, p, norms, trainer)
+
+
+def evaluation_config(p: Mapping):
+    """The training recipe of 05's judged models: 05's parameters, a fixed number of epochs and no
+    fit rule (the regularizer lowers training fit by design, so its models are compared at equal
+    clean test accuracy on the frontier, not at matched training fit)."""
+    from .train import TrainConfig
+
+    return replace(TrainConfig.from_params(p), fit_level=None)

@@ -36,7 +36,9 @@
 # advance, on selection seeds and validation images held out of the training data; (2) on the
 # evaluation seeds the chosen setting is judged, and the regularizer's frontier (clean accuracy
 # against memorization, and against LiRA AUC, over lambda) is set beside what a practitioner
-# would try instead; (3) LiRA on notebook 03's pools.
+# would try instead, each baseline norm with its own learning rate; (3) the regularizer taken
+# apart: does it work through gamma or through sigma, the scale of the weights feeding BN?
+# (4) LiRA on pools trained with this notebook's own recipe, the pools as the unit.
 #
 # **Rare samples** (the paper's third kind): one class kept at `rare_share` of the training
 # subset, labels true; memorization is, as in notebook 01, accuracy on its trained members minus
@@ -55,12 +57,18 @@ rare_share = 0.02  # rare: the rare class's share of the training subset, in (0,
 rare_class = -1  # rare: which class is rare; -1: a seeded choice per seed
 n_train = 4000  # training samples of every model (a seeded subset)
 n_test = 2000  # clean test images: the evaluation models' clean accuracy
-epochs = 8  # training epochs
+# epochs of every judged model, fixed (the regularizer lowers training fit by design, so models
+# are compared at equal clean test accuracy on the frontier); fair: the lr search's epoch cap
+epochs = 8
 seeds = [0, 1, 2]  # evaluation seeds: every reported number (paired across models)
-selection_seeds = [100]  # selection seeds: the candidates train here (disjoint from seeds)
-n_val = 2000  # validation images held out of the training set (selection only)
+selection_seeds = [100, 101, 102]  # selection seeds: candidates train here (disjoint from seeds)
+n_val = 2000  # validation images held out of the training set (lr search and selection)
 batch_size = 64  # SGD mini-batch size
-lr = 0.05  # peak learning rate (cosine schedule, momentum 0.9)
+protocol = "fair"  # fair (each norm its own lr, chosen on validation data) | paper (one lr)
+lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (>= 5, >= 1.5 decades)
+lr_seeds = [0]  # fair: seeds of the search (one model per norm, lr and seed)
+fit_level = 0.99  # fair: a search model stops once its clean training accuracy reaches it
+lr = 0.05  # paper: every norm's peak learning rate (cosine schedule, momentum 0.9)
 weight_decay = 5e-4  # L2 weight decay of every model (also on gamma)
 augment = False  # random crop + flip (CIFAR)
 # penalty weights lambda (3 decades): frontier and candidates
@@ -72,10 +80,15 @@ projection_taus = [0.5, 1.0, 2.0]  # candidates: the projection at these bounds 
 frontier_corruption = ["flip"]
 gamma_decays = [0.05]  # alternative: an extra L2 on the BN gammas only (its coefficient)
 strong_weight_decays = [5e-3]  # alternative: a stronger global weight decay
-lira = True  # LiRA on notebook 03's pools with and without the chosen setting
-lira_variant = "online"  # online (03's attack) | online_fixed | offline | offline_fixed
-# the LiRA frontier: shadows per family on the pool of 03 (0: none; even, >= 4)
-lira_frontier_shadows = 8
+lower_lrs = [0.25]  # alternative: BN at these multiples of its lr (the effective-lr arm)
+lira = True  # LiRA with and without the chosen setting, and LiRA's frontier
+# below 64 shadows Carlini et al. advise fixed variance: online_fixed | online | offline(_fixed)
+lira_variant = "online_fixed"
+lira_seeds = [0, 1, 2]  # one LiRA pool per seed (03's pool drawing, 05's recipe): the unit
+lira_shadows = 8  # shadows per family and pool (even, >= 4); 8 x 3 pools fits the quick budget
+# LiRA frontier's lambdas, a subset of lams (the chosen setting is measured beside): two, so
+# that 11 families x 3 pools x 8 shadows fit the quick budget (about 4 M training samples)
+lira_lams = [1.6e-3, 2.5e-2]
 trainer = "auto"  # auto (LeNets packed, one packed model per norm and setting) | plain | packed
 download = False  # allow torchvision to download the dataset if it is missing
 device = "auto"  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
@@ -93,8 +106,9 @@ run = notebook.start(globals(), "05_mitigation")
 # NBVAL_IGNORE_OUTPUT
 from IPython.display import Markdown, display
 
-from bnpaper import claims, data, frontier, mitigation_claims, mitigation_lira, params
-from bnpaper import mitigation_text, plot_mitigation, plots, reduction, selection, train, variants
+from bnpaper import claims, data, frontier, mitigation_claims, mitigation_lira, params, parts
+from bnpaper import mitigation_text, plot_mitigation, plot_recipes, plots, reduction, selection
+from bnpaper import text, variants
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
@@ -107,11 +121,34 @@ ds = data.load_dataset(dataset, download=download)
 subsets = variants.SplitRecipe(n_train, noise_frac, ood_source, n_test, rare_share, rare_class)
 
 # %% [markdown]
-# Every model shares one training recipe; a model family changes only its norm, its mitigation
-# or its weight decay. BN and no-BN are the two families every comparison starts from.
+# ## Each norm's recipe
+# Under the fair protocol every baseline norm gets its own learning rate, chosen before any
+# judged run by the rule in `claims.yaml` (`settings.lr_selection`) on clean data and the
+# `n_val` held-out images; the regularized BN models use BN's. `protocol="paper"` gives every
+# norm `lr`: the paper's protocol.
 
 # %%
-recipe = train.TrainConfig.from_params(run.params)
+# NBVAL_IGNORE_OUTPUT
+norms = ["bn", "none", "gn", "bn_noaffine"]
+chosen_lrs = variants.baseline_recipes(ds, run.params, norms, trainer)
+lrs = {n: chosen_lrs.lr(n) for n in norms}
+display(Markdown(text.recipe_table(chosen_lrs)))
+
+# %% [markdown]
+# Validation accuracy against the learning rate, one curve per norm, the chosen one ringed.
+
+# %%
+if chosen_lrs.choices is not None:
+    title = f"learning-rate search: {chosen_lrs.search.n_train} clean images, {n_val} held out"
+    run.figure(plot_recipes.lr_choice_figure(chosen_lrs, title), "lr_choice")
+
+# %% [markdown]
+# Every judged model trains `epochs` epochs with its norm's learning rate (BN's for the
+# regularized and other BN families): a family changes only its norm, its mitigation, its weight
+# decay or its learning rate. BN and no-BN are the two families every comparison starts from.
+
+# %%
+recipe = variants.evaluation_config(run.params)
 bn, no_bn = variants.Variant("bn"), variants.Variant("none")
 
 # %% [markdown]
@@ -129,8 +166,9 @@ candidates = variants.penalties(lams, taus) + variants.projections(projection_ta
 # %%
 # NBVAL_IGNORE_OUTPUT
 selection_kinds = variants.grid_kinds(corruption)
+bn_recipe = bn.config(recipe, 0, lrs["bn"])  # every BN family: BN's learning rate
 selection_runs = selection.train_selection(
-    ds, selection_kinds, selection_seeds, [bn, *candidates], recipe, subsets, n_val, trainer
+    ds, selection_kinds, selection_seeds, [bn, *candidates], bn_recipe, subsets, n_val, trainer
 )
 
 # %% [markdown]
@@ -151,12 +189,15 @@ frontier_settings = variants.penalties(lams, [frontier_tau])
 
 # %% [markdown]
 # The alternatives a practitioner would try instead: no BN, GroupNorm, BN with gamma fixed at 1,
-# extra weight decay on the gammas only, and a stronger global weight decay.
+# extra weight decay on the gammas only, a stronger global weight decay, and BN at a lower
+# learning rate (the effective-learning-rate alternative: a larger |w| lowers BN's step
+# lr/|w|^2 the same way).
 
 # %%
 alternatives = [no_bn, variants.Variant("gn"), variants.Variant("bn_noaffine")]
 alternatives += variants.gamma_decays(gamma_decays)
 alternatives += variants.stronger_weight_decays(strong_weight_decays)
+alternatives += variants.lower_lrs(lower_lrs)
 
 # %% [markdown]
 # BN, the chosen setting and no BN are judged on every corruption kind; the frontier and the
@@ -174,7 +215,7 @@ frontier_kinds = variants.frontier_kinds(corruption, frontier_corruption)
 # NBVAL_IGNORE_OUTPUT
 splits = variants.evaluation_splits(ds, corruption, seeds, subsets)
 plan = variants.plan(corruption, lineup.every, lineup.judged, frontier_kinds)
-runs = variants.train_grid(splits, plan, recipe, trainer=trainer)
+runs = variants.train_grid(splits, plan, recipe, trainer=trainer, lrs=lrs)
 print(f"{len(selection_runs)} selection and {len(runs)} evaluation models ready")
 
 # %% [markdown]
@@ -198,42 +239,81 @@ judged_finals = reduction.judged_finals(runs, corruption, seeds, lineup.judged)
 display(Markdown(mitigation_text.judged_table(judged_finals)))
 
 # %% [markdown]
-# ## 3. LiRA on notebook 03's pools
-# 03's pool at its largest outlier mix, from 03's resolved parameters: the BN and no-BN shadows
-# are the cache units 03 trained; the chosen setting's pool is the same pool (keep matrix, seeds,
-# batches) with the regularizer. Each shadow is in turn the target of the others.
+# ## 3. The regularizer taken apart
+# The penalty lowers |gamma|/sigma by shrinking gamma or by growing sigma, the scale of the
+# weights feeding BN (which lowers BN's effective step lr/|w|^2). Its parts, at the chosen
+# (lambda, tau) (else the middle lambda): sigma detached (its gradient moves gamma only), gamma
+# detached (it moves only the weights feeding BN), a bound on |gamma| itself; beside them the
+# whole penalty and BN at a lower learning rate.
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-lira_params = lira_comparison = None
-if lira:
-    lira_params = params.resolve("03_lira", {"dataset": dataset, "budget": budget}).values
-    lira_comparison = mitigation_lira.on_03s_pool(ds, lira_params, chosen, lira_variant)
+part_lam, part_tau = variants.parts_setting(chosen, lams, frontier_tau)
+full = variants.full_penalty(part_lam, part_tau)
+arms = [full, *variants.parts(part_lam, part_tau), *variants.lower_lrs(lower_lrs)]
 
 # %% [markdown]
-# Per family and example group, LiRA's AUC and TPR at 1% FPR beside the shadows' clean
-# accuracy, then the ROC curves; a lower AUC counts only at equal clean accuracy.
+# They train on the frontier's kinds and evaluation seeds, paired with BN.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-families = {"bn": bn.label, "reg": chosen.label, "none": no_bn.label}
+part_splits = {k: v for k, v in splits.items() if k[0] in frontier_kinds}
+runs.update(variants.train_grid(part_splits, arms, recipe, "parts ", trainer, lrs))
+
+# %% [markdown]
+# Per model, mean over seeds: memorization, clean accuracy, and the medians over BN channels of
+# |gamma|/sigma, sigma (batch statistics), |gamma| and the effective step lr/|w_c|^2
+# (`bn_scale.scale_free`).
+
+# %%
+part_kind = frontier_kinds[0]
+readings = parts.readings_table(runs, splits, part_kind, seeds, [bn, *arms])
+display(Markdown(mitigation_text.parts_table(readings, {v.name: v.label for v in [bn, *arms]})))
+
+# %% [markdown]
+# ## 4. LiRA on pools of this notebook's recipe
+# Notebook 03's way of drawing a pool of examples (its largest outlier mix), trained with this
+# notebook's epochs and learning rates, one pool per seed of `lira_seeds`, `lira_shadows`
+# shadows per family and pool. Each shadow is in turn the target of the others.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+lira_comparison = lira_recipe = None
+if lira:
+    p03 = params.resolve("03_lira", {"dataset": dataset, "budget": budget}).values
+    lira_recipe = mitigation_lira.own_recipe(p03, run.params, lira_shadows)
+    mix, how = max(p03["outlier_frac"]), (lira_variant, p03["sigma_floor"])
+    families = {"bn": bn, "reg": chosen, "none": no_bn}
+    lira_comparison = mitigation_lira.on_own_pools(
+        ds, lira_recipe, lrs, mix, lira_seeds, families, *how
+    )
+
+# %% [markdown]
+# Per family and example group, LiRA's AUC and TPR at 1% FPR (mean over pools) beside the
+# shadows' clean accuracy, then the ROC curves of the first pool; a lower AUC counts only at
+# equal clean accuracy.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+labels = {"bn": bn.label, "reg": chosen.label, "none": no_bn.label}
 if lira_comparison:
-    display(Markdown(mitigation_text.lira_comparison_table(lira_comparison, families)))
+    display(Markdown(mitigation_text.lira_comparison_table(lira_comparison, labels)))
     tolerance = claims.acc_tolerance("05")
-    figure = plot_mitigation.lira_roc_figure(lira_comparison, families, tolerance)
+    figure = plot_mitigation.lira_roc_figure(lira_comparison, labels, tolerance)
     run.figure(figure, "lira_roc")
 
 # %% [markdown]
-# **LiRA's frontier**: the same examples and recipe with `lira_frontier_shadows` shadows (a keep
-# matrix of its own) for BN, every lambda and every alternative; its targets play the seeds'
-# part in Figure 2.
+# **LiRA's frontier**: the same pools for BN, the lambdas of `lira_lams` and every alternative,
+# the pools in place of the seeds of Figure 2.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 lira_frontier = None
-if lira_comparison and lira_frontier_shadows:
-    lira_frontier = mitigation_lira.lira_frontier(
-        ds, lira_params, lira_variant, lira_frontier_shadows, lineup
+if lira_comparison:
+    lira_lineup = variants.Lineup(
+        bn, chosen, no_bn, variants.penalties(lira_lams, [frontier_tau]), alternatives
+    )
+    lira_frontier = mitigation_lira.own_lira_frontier(
+        ds, lira_recipe, lrs, mix, lira_seeds, lira_lineup, how
     )
 
 # %% [markdown]
@@ -283,23 +363,32 @@ run.figure(figure, "gamma_sigma")
 # memorization removed (95% t interval above 0, mean at least a quarter), inconclusive if it
 # costs more clean accuracy than the tolerance; for the rare class (**"protects rare samples"**)
 # the same rule on its train-minus-held-out gap, at the setting chosen on the other kinds.
-# **LiRA**: the paired AUC change, BN minus the chosen setting. **Against each alternative** (no
-# claim in the paper): its memorization (over seeds) and its LiRA AUC (over targets) minus the
-# regularizer's at its accuracy; inconclusive where the regularizer cannot reach that accuracy.
+# **LiRA**: the AUC change, BN minus the chosen setting, per pool, interval over pools.
+# **Against each alternative** (no claim in the paper): its memorization (over seeds) and its
+# LiRA AUC (over pools) minus the regularizer's at its accuracy; inconclusive where the
+# regularizer cannot reach that accuracy. **Parts** (`05.part`, exploratory): each arm by the
+# rule of `05.reduction`.
 
 # %%
+common = {"dataset": dataset, "budget": budget}
 rows = mitigation_claims.verdict_rows(
-    runs,
-    corruption,
-    seeds,
-    lineup,
-    frontiers,
-    lira_comparison,
-    lira_frontier,
-    dataset=dataset,
-    budget=budget,
+    runs, corruption, seeds, lineup, frontiers, lira_comparison, lira_frontier, **common
 )
-rows = claims.holm(rows)  # Holm's correction within each family of this run's rows
+tol = claims.acc_tolerance("05")
+part_rows = parts.part_rows(runs, part_kind, seeds, bn, arms, tol, **common)
+rows = claims.holm(rows + part_rows)  # Holm's correction within each family of this run's rows
+
+# %% [markdown]
+# Beside the verdicts: LiRA over pools, each norm's recipe, LiRA's pool recipe and the parts'
+# channel readings.
+
+# %%
+read_beside = {
+    "lira": lira_comparison.summary if lira_comparison else {},
+    "recipes": chosen_lrs.as_dict(),
+    "lira_recipe": lira_recipe.as_dict() if lira_recipe else {},
+    "parts": {"lam": part_lam, "tau": part_tau, "kind": part_kind, "readings": readings},
+}
 
 # %% [markdown]
 # The run's results file holds the selection, the frontiers, gamma/sigma, LiRA, the verdict rows
@@ -312,7 +401,7 @@ run.save(
         **frontiers.as_dict(),
         "lira_frontier": frontier.jsonable(lira_frontier or {}),
         "gamma_sigma": reduction.scale_summaries(scales, chosen.mit.tau),
-        "lira": lira_comparison.summary if lira_comparison else {},
+        **read_beside,
         "claims": rows,
         "key_figures": notebook.figure_paths(run, ["frontier", "memorization_curves"]),
         "histories": {f"{c}/{n}/{s}": r.history for (c, n, s), r in runs.items()},
@@ -320,14 +409,16 @@ run.save(
 )
 
 # %% [markdown]
-# The verdicts, one line each, under the run they belong to.
+# The verdicts, one line each, under the run they belong to and its protocol.
 
 # %%
 # NBVAL_CHECK_OUTPUT
+how = mitigation_text.protocol_words(chosen_lrs)
 print(
     mitigation_text.mitigation_header(
-        dataset, budget, arch, noise_frac, n_train, epochs, choice, seeds
+        dataset, budget, arch, noise_frac, n_train, epochs, choice, seeds, how
     )
 )
 claims.show(rows)
+print(mitigation_text.which_part_words(parts.which_part(part_rows, arms), part_kind))
 print(mitigation_text.MITIGATION_PAPER)

@@ -839,7 +839,7 @@ def test_lira_reading_calls_a_lower_auc_at_lower_accuracy_no_privacy_win():
 
     lower = Estimate(0.27, 0.25, 0.29, 8)
     assert "not a privacy win" in reading(0.55, lower) and "0.20 lower" in reading(0.55, lower)
-    assert "privacy gain at equal utility" in reading(0.745, lower)
+    assert "at a clean test accuracy cost within" in reading(0.745, lower)
     assert "does not clearly change" in reading(0.745, Estimate(0.01, -0.02, 0.04, 8))
     assert "higher" in reading(0.745, Estimate(-0.1, -0.2, -0.05, 8))
 
@@ -1031,29 +1031,23 @@ def test_the_frontier_is_drawn_on_the_wanted_kinds_the_run_has_else_its_first_fl
     assert p == {"flip": [bn, gn, nobn], "ood": [bn, nobn], "rare": [bn, nobn]}
 
 
-def test_05_lira_frontier_shadows_must_be_zero_or_an_even_number_of_at_least_four():
+def test_05_lira_shadows_must_be_an_even_number_of_at_least_four_and_lira_lams_among_lams():
     from bnpaper import params
 
     nb, d = "05_mitigation", params.defaults("05_mitigation")
-    assert params.validate(nb, {**d, "lira_frontier_shadows": 0})["lira_frontier_shadows"] == 0
+    assert params.validate(nb, {**d, "lira_shadows": 4})["lira_shadows"] == 4
     for bad in (2, 5):
-        with pytest.raises(
-            ConfigError, match=f"lira_frontier_shadows={bad} is not allowed; allowed: 0"
-        ):
-            params.validate(nb, {**d, "lira_frontier_shadows": bad})
+        with pytest.raises(ConfigError, match=f"lira_shadows={bad}"):
+            params.validate(nb, {**d, "lira_shadows": bad})
     with pytest.raises(ConfigError, match="frontier_corruption"):
         params.validate(nb, {**d, "frontier_corruption": ["rare"]})
-    # LiRA's frontier trains with 03's recipe: a "stronger" decay must beat 03's too, before any
-    # training
-    assert params.resolve("03_lira").values["weight_decay"] == 5e-4
-    with pytest.raises(
-        ConfigError,
-        match=r"must all exceed notebook 03's weight_decay=0.0005 .*not stronger: \[0.0001\]",
-    ):
-        params.validate(nb, {**d, "weight_decay": 5e-5, "strong_weight_decays": [1e-4]})
-    assert params.validate(
-        nb, {**d, "weight_decay": 5e-5, "strong_weight_decays": [1e-4], "lira_frontier_shadows": 0}
-    )["strong_weight_decays"] == [1e-4]
+    with pytest.raises(ConfigError, match=r"lira_lams=\[0.5\] must be taken from lams.*\[0.5\]"):
+        params.validate(nb, {**d, "lira_lams": [0.5]})
+    # LiRA trains with 05's own recipe now: a stronger decay need only beat 05's weight decay
+    ok = params.validate(nb, {**d, "weight_decay": 5e-5, "strong_weight_decays": [1e-4]})
+    assert ok["strong_weight_decays"] == [1e-4]
+    with pytest.raises(ConfigError, match="must all exceed"):
+        params.validate(nb, {**d, "weight_decay": 5e-4, "strong_weight_decays": [1e-4]})
 
 
 def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_accuracy(
@@ -1141,7 +1135,8 @@ def test_every_method_keys_its_config_as_before_and_is_named_once():
     assert reg is None and isinstance(proj, mitigation.GammaSigmaProjection) and proj.tau == 0.5
     assert MC().hooks() == (None, None)
     points = [variants.Variant("bn", MC(m, 0.01, 0.5)).point_label for m in mitigation.METHODS]
-    assert points == ["", "$\\lambda$=0.01", "$\\tau$=0.5", "0.01"]
+    parts = "$\\lambda$=0.01, $\\tau$=0.5"  # the regularizer's parts: both parameters
+    assert points == ["", "$\\lambda$=0.01", parts, parts, parts, "$\\tau$=0.5", "0.01"]
 
 
 def test_select_applies_the_written_rule_and_stores_what_results_json_held():
