@@ -72,17 +72,17 @@ def lira_pools(ds, p03: Mapping, mitigation: MitigationConfig) -> tuple[dict, np
     return pools, pool_units.lira_split(ds, recipe, mix, seed).mask.numpy(), float(mix)
 
 
-def own_recipe(p03: Mapping, p05: Mapping, n_shadows: int) -> units.LiraRecipe:
+def own_recipe(p03: Mapping, p05: Mapping, n_shadows: int) -> pool_units.LiraRecipe:
     """The pool recipe of 05's LiRA: 03's pool of examples (`n_train`, outlier kind and source,
     `n_test`, from 03's resolved parameters `p03`) with 05's training (`epochs` fixed, no fit
     rule, `batch_size`, `weight_decay`, `lr`, `trainer` of 05's parameters `p05`) and
     `n_shadows` shadows; each family's learning rate is set by `family_recipe`."""
-    base = units.LiraRecipe.from_params({**p03, "protocol": "paper"})
+    base = pool_units.LiraRecipe.from_params({**p03, "protocol": "paper"})
     keys = ("epochs", "batch_size", "weight_decay", "lr", "trainer")
     return dataclasses.replace(base, n_shadows=n_shadows, **{k: p05[k] for k in keys})
 
 
-def family_recipe(recipe: units.LiraRecipe, v: Variant, lrs: Mapping[str, float]):
+def family_recipe(recipe: pool_units.LiraRecipe, v: Variant, lrs: Mapping[str, float]):
     """`recipe` for family `v`: its norm's learning rate (`lrs`, 05's recipes; times the family's
     `lr_scale`) and its own weight decay when it has one."""
     lr = lrs.get(v.norm, recipe.lr) * (v.lr_scale if v.lr_scale is not None else 1.0)
@@ -95,10 +95,12 @@ def own_pools(ds, recipe, lrs: Mapping[str, float], mix: float, seed: int, famil
     `mix`, each trained with its `family_recipe`, all with one keep matrix; and the pool's
     outlier mask."""
     pools = {
-        k: units.lira_pool(ds, family_recipe(recipe, v, lrs), mix, seed, v.norm, mitigation=v.mit)
+        k: pool_units.lira_pool(
+            ds, family_recipe(recipe, v, lrs), mix, seed, v.norm, mitigation=v.mit
+        )
         for k, v in families.items()
     }
-    return pools, units.lira_split(ds, recipe, mix, seed).mask.numpy()
+    return pools, pool_units.lira_split(ds, recipe, mix, seed).mask.numpy()
 
 
 def over_pools(comparisons: Sequence[LiraComparison]) -> LiraComparison:
@@ -165,7 +167,7 @@ def own_lira_frontier(
         acc, auc = [], []
         for seed in seeds:
             trained = family_recipe(recipe, v, lrs)
-            pool = units.lira_pool(ds, trained, mix, seed, v.norm, mitigation=v.mit)
+            pool = pool_units.lira_pool(ds, trained, mix, seed, v.norm, mitigation=v.mit)
             s = mia.lira(pool.phi, pool.keep, sigma_floor=floor)[variant]
             every = {"all": np.ones(pool.keep.shape[1], bool)}
             auc.append(np.mean(mia.evaluate_targets(s, pool.keep, every).values["all"]["auc"]))

@@ -281,6 +281,8 @@ def test_exploratory_rows_read_supported_or_not_supported_never_reproduced():
         "alternative": "a",
         "sizes": "s",
         "size": "1,000",
+        "arm": "the sigma path",
+        "corruption": "flip",
         "n_nonmembers": 1000,
         "fit_level": "99%",
         "acc_tolerance": 0.01,
@@ -322,7 +324,7 @@ def test_a_direction_tests_p_value_agrees_with_its_interval_rule_and_a_family_of
     assert claims.family(claims.family_of("05.lira"))["size"] == 1
     for values in ([0.2, 0.25, 0.3], [0.01, 0.3, -0.1], [0.05, 0.06, 0.2], [0.02, 0.03, 0.05]):
         e = stats.t_mean(values)
-        row = claims.judge("05.lira", e, acc_gap=0.0, acc_tolerance=0.01)
+        row = claims.judge("05.lira", e, acc_gap=0.0, acc_tolerance=0.01, pool="3 pools")
         (corrected,) = claims.correct([row])
         assert corrected.verdict == row.verdict and corrected.p_adjusted == row.p
         assert (row.p <= 0.025) == (e.lo >= 0.01) == (row.verdict == "reproduced")
