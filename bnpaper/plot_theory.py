@@ -404,3 +404,47 @@ def share_over_seeds(study) -> plt.Figure:
         f"{len(study.seeds)} networks (seeds) per architecture, trained with flipped labels",
     )
     return fig
+
+
+def first_order(study, band_: Sequence[float]) -> plt.Figure:
+    """The first-order test (a `toy_studies.ProbeStudy`'s tiny-step probes): per run (seed x
+    |w_0|) its geometric mean of measured / predicted, against the paper's (gamma/sigma)^2 and
+    against the exact first order (d sigma/dw kept), each with its geometric mean over runs and
+    t interval; the claims file's band shaded."""
+    keys = study.tiny_runs()[0]
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    ax.axhspan(*band_, color="0.9", label=f"claims band [{band_[0]:g}, {band_[1]:g}]")
+    ax.axhline(1, color="k", ls="--", lw=1)
+    parts = (
+        (False, r"over $(\gamma/\sigma)^2$ (the paper's factor)", "#d62728", study.tiny_agreement),
+        (True, r"over the exact first order ($d\sigma/dw$ kept)", "#1f77b4", study.tiny_exact),
+    )
+    xs = np.arange(len(keys))
+    for j, (full, label, c, est) in enumerate(parts):
+        vals = np.exp(study.tiny_runs(full=full)[1])
+        ax.plot(xs + 0.12 * (2 * j - 1), vals, "o", color=c, label=f"{label}: one run")
+        x_est = len(keys) + 0.5 + 0.4 * j
+        yerr = [[est.value - est.lo], [est.hi - est.value]]
+        ax.errorbar([x_est], [est.value], yerr=yerr, fmt="s", color=c, capsize=4)
+        ax.annotate(
+            f"{est.value:.2f}\n[{est.lo:.2f}, {est.hi:.2f}]",
+            (x_est, est.hi),
+            textcoords="offset points",
+            xytext=(0, 4),
+            ha="center",
+            fontsize=7,
+            color=c,
+        )
+    names = [f"|w0| {k[0]:g}\nseed {int(k[1])}" for k in keys] + ["over\nruns"]
+    ax.set_xticks(list(xs) + [len(keys) + 0.7])
+    ax.set_xticklabels(names, fontsize=7)
+    ax.set(
+        yscale="log",
+        ylabel=r"tiny-step measured / predicted (geometric mean)",
+        title=f"the first order at step {study.tiny_lr:g}: what the simplification drops\n"
+        f"({len(study.tiny['measured'])} probes, {len(keys)} runs, t interval over runs)",
+    )
+    plain_log_axis(ax, "y")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7.5, ncol=1)
+    fig.tight_layout()
+    return fig

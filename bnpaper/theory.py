@@ -35,7 +35,9 @@ def loop_verdict(row: Verdict, gamma_row: Verdict, fb: FeedbackStudy) -> Verdict
 
 def toy_rows(ratio: sp.Expr, probes: ProbeStudy, fb: FeedbackStudy, **common) -> list[Verdict]:
     """The derivation's row (derived ratio / (gamma/sigma)^2, exactly 1 when they agree) and the
-    toy's: simulation agreement, gamma with outliers, and the factor's rise (`loop_verdict`)."""
+    toy's: the first order at a tiny step against (gamma/sigma)^2 (the verdict) and against the
+    exact first order, the finite step's agreement, the outliers' share of the gradient on gamma,
+    gamma with outliers, and the factor's rise (`loop_verdict`)."""
     one = derived_factor(ratio)
     derived = judge(
         "04.derivation",
@@ -45,12 +47,22 @@ def toy_rows(ratio: sp.Expr, probes: ProbeStudy, fb: FeedbackStudy, **common) ->
         clean_test_acc=None,
     )
     toy = {**common, "clean_test_acc": fb.test_acc}  # the toy's clean test accuracies
-    agreement = judge(
-        "04.simulation",
+    tiny = {"unit": theory_text.tiny_unit(probes), **probes.tiny_fields()}
+    agreement = judge("04.simulation", probes.tiny_agreement, **toy, **tiny)
+    exact = judge("04.simulation.exact", probes.tiny_exact, **toy, **tiny)
+    finite = judge(
+        "04.simulation.finite_step",
         probes.agreement,
         **toy,
         unit=theory_text.probe_unit(probes),
         **probes.row_fields(),
+    )
+    share = judge(
+        "04.gamma_share",
+        fb.share_excess,
+        **toy,
+        unit=theory_text.share_unit(fb),
+        **fb.share_fields(),
     )
     gamma = judge(
         "04.gamma_feedback.toy",
@@ -66,7 +78,7 @@ def toy_rows(ratio: sp.Expr, probes: ProbeStudy, fb: FeedbackStudy, **common) ->
         unit=theory_text.feedback_factor_unit(fb),
         **fb.factor_fields(),
     )
-    return [derived, agreement, gamma, loop_verdict(rise, gamma, fb)]
+    return [derived, agreement, exact, finite, share, gamma, loop_verdict(rise, gamma, fb)]
 
 
 def network_rows(study: TrainedStudy, noise_frac: float, **common) -> list[Verdict]:

@@ -49,9 +49,28 @@ def toy_probe_counts(study) -> str:
 def probe_unit(study) -> str:
     """The unit of the simulation claim's verdict row."""
     return (
-        f"measured / predicted, ratio estimator per run, mean over {study.agreement.n} runs "
+        f"finite step (lr {study.default_lr:g}): measured / predicted, ratio estimator per run, "
+        f"mean over {study.agreement.n} runs "
         f"(bootstrap over runs); {study.n_bad} of {study.n_probes} probes with a falling margin "
         "kept"
+    )
+
+
+def tiny_unit(study) -> str:
+    """The unit of the tiny-step rows (04.simulation, 04.simulation.exact)."""
+    return (
+        f"measured / predicted at step {study.tiny_lr:g}, geometric mean per run, geometric mean "
+        f"over {study.tiny_agreement.n} runs (seeds x initial |w|, t interval over runs); "
+        f"{len(study.tiny['measured'])} probes"
+    )
+
+
+def share_unit(fb) -> str:
+    """The unit of the row 04.gamma_share."""
+    return (
+        f"outliers' share of sum_i |dL/dgamma_i| / their share of the samples "
+        f"({fb.population_share:.3f}) minus 1, mean over steps per seed, t over "
+        f"{fb.share_excess.n} seeds"
     )
 
 
@@ -141,13 +160,15 @@ def feedback_story(fb, gamma_verdict: str) -> str:
 
 def simulation_reading(ratio, ratio_centered_example, probes, fb) -> str:
     """The derived ratios and the simulation's side numbers, in one sentence."""
-    import math
 
     return (
         f"Derived ratio: {ratio}; with the batch mean following w: {ratio_centered_example} at "
         f"x = (2, 0, 0), xbar = (1, 0, 0). Simulation: log-log slope {probes.loglog_slope:.2f}; "
-        f"infinitesimal step {math.exp(probes.tiny_fixed.value):.2f} (full first order within "
-        f"{100 * (probes.tiny_full_error - 1):.0f}%); outlier memorization BN - no-BN "
+        f"tiny step, measured / (gamma/sigma)^2 {probes.tiny_agreement.fmt(2)} and measured / "
+        f"exact first order {probes.tiny_exact.fmt(2)} over {probes.tiny_agreement.n} runs; "
+        f"finite step (lr {probes.default_lr:g}) {probes.agreement.fmt(2)}; outliers "
+        f"{fb.gamma_share:.3f} of the gradient on gamma against {fb.population_share:.3f} of "
+        f"the samples; outlier memorization BN - no-BN "
         f"{fb.mem_gap.fmt(2)}."
     )
 
