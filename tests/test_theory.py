@@ -12,7 +12,9 @@ SMALL = toy.ToyConfig(d=60, n_typical=30, n_outliers=3, steps=30)
 
 @pytest.fixture(scope="module")
 def probes():
-    return toy_studies.probe_study(SMALL, [8, 16], [0.1], [1.0, 3.0], [0, 1], 16, 0.1, 5, False)
+    return toy_studies.probe_study(
+        SMALL, [8, 16], [0.1], [1.0, 3.0], [0, 1], 16, 0.1, 5, progress=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +63,10 @@ def test_loop_verdict_needs_the_gamma_claim(feedback):
         ("04.simulation", (1.0, 0.85, 1.2), "reproduced"),  # inside [0.8, 1.25]
         ("04.simulation", (0.82, 0.62, 0.96), "inconclusive"),  # straddles 0.8
         ("04.simulation", (0.5, 0.4, 0.7), "not reproduced"),  # wholly below the band
+        ("04.simulation.exact", (1.01, 0.98, 1.03), "reproduced"),
+        ("04.simulation.finite_step", (0.88, 0.63, 1.06), "inconclusive"),
+        ("04.gamma_share", (1.3, 0.9, 1.7), "reproduced"),  # 2.3x the population share
+        ("04.gamma_share", (0.3, 0.2, 0.4), "not reproduced"),  # significant, < 1.5x
         ("04.most_channels", (0.96, 0.93, 0.98), "reproduced"),
         ("04.most_channels", (0.36, 0.32, 0.39), "not reproduced"),
         ("04.most_channels", (0.55, 0.45, 0.65), "inconclusive"),
@@ -83,6 +89,9 @@ def test_verdict_rows_judge_every_claim_once_with_dataset_and_budget(probes, fee
     assert [r.id for r in rows] == [
         "04.derivation",
         "04.simulation",
+        "04.simulation.exact",
+        "04.simulation.finite_step",
+        "04.gamma_share",
         "04.gamma_feedback.toy",
         "04.amplification.toy",
         "04.most_channels",
@@ -90,14 +99,17 @@ def test_verdict_rows_judge_every_claim_once_with_dataset_and_budget(probes, fee
     ]
     assert all((r.fields["dataset"], r.fields["budget"]) == ("mnist", "ci") for r in rows)
     assert rows[0].verdict == "reproduced" and rows[0].fields["clean_test_acc"] is None
-    assert rows[1].measured == probes.agreement.value and rows[1].fields["n_runs"] == 4
-    assert rows[3].fields["requires_verdict"] == rows[2].verdict
-    assert rows[5].fields["clean_test_acc"] == {"bn": 0.5, "bn_clean_labels": 0.5}
+    assert rows[1].measured == probes.tiny_agreement.value and rows[1].fields["n_runs"] == 4
+    assert rows[2].measured == probes.tiny_exact.value and rows[2].family == "exploratory"
+    assert rows[3].measured == probes.agreement.value and rows[3].fields["n_runs"] == 4
+    assert rows[4].measured == feedback.share_excess.value
+    assert rows[6].fields["requires_verdict"] == rows[5].verdict
+    assert rows[8].fields["clean_test_acc"] == {"bn": 0.5, "bn_clean_labels": 0.5}
     ratio = derivation.growth_ratio(centered=True)
     story = theory_text.theory_story(
         rows, "gamma**2/sigma**2", derivation.centered_example(ratio), probes, feedback, networks
     )
-    assert "Derived ratio" in story and f"({rows[2].verdict})" in story and "lenet:" in story
+    assert "Derived ratio" in story and f"({rows[5].verdict})" in story and "lenet:" in story
 
 
 def test_theory_figures_draw_from_the_studies(probes, feedback, networks):
