@@ -440,11 +440,42 @@ def first_order(study, band_: Sequence[float]) -> plt.Figure:
     ax.set_xticklabels(names, fontsize=7)
     ax.set(
         yscale="log",
+        xlabel="run (initial |w|, seed), then the geometric mean over runs",
         ylabel=r"tiny-step measured / predicted (geometric mean)",
         title=f"the first order at step {study.tiny_lr:g}: what the simplification drops\n"
         f"({len(study.tiny['measured'])} probes, {len(keys)} runs, t interval over runs)",
     )
     plain_log_axis(ax, "y")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7.5, ncol=1)
+    fig.tight_layout()
+    return fig
+
+
+def tracking(decays) -> plt.Figure:
+    """One panel per reading of `gamma_sigma.MEASURES` (a `gamma_sigma.DecayStudy`): final
+    memorization of the flips against the reading's median over channels, one marker per
+    network (its weight decay in the marker's size), the seeds joined by lines in decay order;
+    each panel's title gives the seeds' Spearman rank correlations."""
+    from .gamma_sigma import MEASURES
+
+    mem = decays.memorization()
+    fig, axes = plt.subplots(1, len(MEASURES), figsize=(4.2 * len(MEASURES), 3.8), sharey=True)
+    sizes = np.linspace(20, 80, len(decays.decays))
+    for ax, (key, name) in zip(axes, MEASURES.items()):
+        val = decays.measure(key)
+        for j, s in enumerate(decays.seeds):
+            c = _CYCLE[j % len(_CYCLE)]
+            ax.plot(val[:, j], mem[:, j], "-", color=c, lw=1, alpha=0.6)
+            ax.scatter(val[:, j], mem[:, j], s=sizes, color=c, label=f"seed {s}")
+        rho = ", ".join(f"{r:+.1f}" for r in decays.rank_correlations(key))
+        ax.set(xscale="log", xlabel=name, title=f"Spearman per seed: {rho}")
+        plain_log_axis(ax, "x")
+    axes[0].set_ylabel("memorization of the flips (final)")
+    decay_keys = [
+        Line2D([], [], ls="none", marker="o", color="grey", ms=np.sqrt(sz), label=f"wd {d:g}")
+        for sz, d in zip(sizes, decays.decays)
+    ]
+    handles = axes[0].get_legend_handles_labels()[0] + decay_keys
+    axes[-1].legend(handles=handles, fontsize=7.5, loc="best")
     fig.tight_layout()
     return fig

@@ -10,7 +10,7 @@ import sympy as sp
 from . import theory_text
 from .claims import Verdict, claim, judge
 from .derivation import derived_factor
-from .gamma_sigma import TrainedStudy, exp_estimate
+from .gamma_sigma import MEASURES, DecayStudy, TrainedStudy, exp_estimate
 from .stats import Estimate
 from .toy_studies import FeedbackStudy, ProbeStudy
 
@@ -94,7 +94,7 @@ def network_rows(study: TrainedStudy, noise_frac: float, **common) -> list[Verdi
                 arch=arch,
                 **common,
                 clean_test_acc={"bn": study.test_acc(arch)},
-                unit=theory_text.most_channels_unit(study, e),
+                unit=theory_text.most_channels_unit(study, e, arch),
                 **study.most_fields(arch),
             )
         )
@@ -115,6 +115,25 @@ def network_rows(study: TrainedStudy, noise_frac: float, **common) -> list[Verdi
     return rows
 
 
+def tracking_rows(decays: DecayStudy, **common) -> list[Verdict]:
+    """Per reading of `gamma_sigma.MEASURES`: does memorization of the flips follow it across
+    the weight decays (Spearman per seed, t over seeds)? The nets' clean test accuracy: the
+    mean over seeds at each decay."""
+    acc = {f"wd {r['weight_decay']:g}": r["test_acc"] for r in decays.table()}
+    return [
+        judge(
+            "04.tracks",
+            decays.tracking(key),
+            measure=name,
+            **common,
+            clean_test_acc=acc,
+            unit=theory_text.tracking_unit(decays, key),
+            **decays.fields(key),
+        )
+        for key, name in MEASURES.items()
+    ]
+
+
 def verdict_rows(
     ratio: sp.Expr,
     probes: ProbeStudy,
@@ -123,8 +142,12 @@ def verdict_rows(
     noise_frac: float,
     dataset: str,
     budget: str,
+    decays: DecayStudy | None = None,
 ) -> list[Verdict]:
-    """Every verdict row of notebook 04, in order: derivation, simulation, the toy's gamma and
-    (gamma/sigma)^2 with / without outliers, then the trained networks' rows."""
+    """Every verdict row of notebook 04, in order: derivation, the first order at a tiny step
+    (the paper's factor, the exact formula), the finite step, the outliers' share of the
+    gradient on gamma, the toy's gamma and (gamma/sigma)^2 with / without outliers, the trained
+    networks' rows, then (with `decays`) which reading memorization tracks."""
     common = {"dataset": dataset, "budget": budget}
-    return toy_rows(ratio, probes, fb, **common) + network_rows(study, noise_frac, **common)
+    rows = toy_rows(ratio, probes, fb, **common) + network_rows(study, noise_frac, **common)
+    return rows + (tracking_rows(decays, **common) if decays is not None else [])

@@ -3,7 +3,17 @@
 import pytest
 import torch
 
-from bnpaper import claims, derivation, gamma_sigma, plot_theory, stats, theory, theory_text, toy
+from bnpaper import (
+    bn_scale,
+    claims,
+    derivation,
+    gamma_sigma,
+    plot_theory,
+    stats,
+    theory,
+    theory_text,
+    toy,
+)
 from bnpaper import toy_studies
 from bnpaper.models import build_model
 
@@ -28,14 +38,16 @@ def networks():
     nets = {}
     for seed in (0, 1):
         torch.manual_seed(seed)
-        layers = gamma_sigma.gamma_sigma(
-            build_model("lenet", "bn", 1, 10, 28), torch.randn(64, 1, 28, 28), 32, 2
-        )
+        model = build_model("lenet", "bn", 1, 10, 28)
+        layers = gamma_sigma.gamma_sigma(model, torch.randn(64, 1, 28, 28), 32, 2)
         for labels in ("flip", "none"):
             nets["lenet", labels, seed] = {
                 "layers": layers,
                 "init_layers": layers,
+                "scale_free": bn_scale.scale_free(model, layers, 0.05),
                 "test_acc": 0.5,
+                "epochs": 2,
+                "censored": False,
             }
     return gamma_sigma.TrainedStudy(nets, ["lenet"], [0, 1])
 
@@ -124,3 +136,35 @@ def test_theory_figures_draw_from_the_studies(probes, feedback, networks):
         plot_theory.gamma_sigma_layers(nets, fracs),
     ]
     assert [len(f.axes) for f in figs] == [2, 3, 1]
+
+
+def test_first_order_figure_shows_both_predictions_per_run_and_passes_the_audit(probes):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bnpaper import plots
+
+    fig = plot_theory.first_order(probes, claims.claim("04.simulation")["band"])
+    assert plots.audit(fig) == []
+    markers = [ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "o"]
+    assert len(markers) == 2 and all(len(ln.get_xdata()) == 4 for ln in markers)  # 4 runs
+
+
+def test_verdict_rows_end_with_one_tracking_row_per_reading(probes, feedback, networks):
+    base = networks.nets
+    nets = {
+        (d, s): {**base["lenet", "flip", s], "noisy_acc": m}
+        for d, m in ((1e-4, 0.9), (1e-3, 0.5), (1e-2, 0.2))
+        for s in (0, 1)
+    }
+    decays = gamma_sigma.DecayStudy(nets, [1e-4, 1e-3, 1e-2], [0, 1])
+    rows = theory.verdict_rows(
+        derivation.growth_ratio(), probes, feedback, networks, 0.1, "mnist", "ci", decays
+    )
+    tracks = rows[-3:]
+    assert [r.id for r in tracks] == ["04.tracks"] * 3
+    assert [r.fields["measure"] for r in tracks] == list(gamma_sigma.MEASURES.values())
+    assert all(r.family == "exploratory" and r.verdict != "reproduced" for r in tracks)
+    # the readings do not vary over the decays here (one network per seed): no rank, 0
+    assert all(r.fields["rank_correlation_per_seed"] == [0.0, 0.0] for r in tracks)
+    assert "it follows none of them" in theory_text.tracking_story(rows)
