@@ -436,6 +436,11 @@ class DecayStudy:
         out = [spearman(mem[:, j], val[:, j]) for j in range(len(self.seeds))]
         return [0.0 if math.isnan(r) else r for r in out]
 
+    def unranked(self, key: str) -> int:
+        """Seeds whose memorization or reading `key` does not vary over the decays (no rank)."""
+        mem, val = self.memorization(), self.measure(key)
+        return sum(math.isnan(spearman(mem[:, j], val[:, j])) for j in range(len(self.seeds)))
+
     def tracking(self, key: str) -> Estimate:
         """Mean over seeds of `rank_correlations(key)`, t interval over seeds (04.tracks)."""
         return t_mean(self.rank_correlations(key))
@@ -460,6 +465,7 @@ class DecayStudy:
         """Side numbers of the row 04.tracks for reading `key`."""
         return {
             "rank_correlation_per_seed": self.rank_correlations(key),
+            "seeds_without_rank": self.unranked(key),
             "weight_decays": list(self.decays),
             "memorization": self.memorization().tolist(),
             "reading": self.measure(key).tolist(),

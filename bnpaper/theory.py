@@ -117,11 +117,13 @@ def network_rows(study: TrainedStudy, noise_frac: float, **common) -> list[Verdi
 
 def tracking_rows(decays: DecayStudy, **common) -> list[Verdict]:
     """Per reading of `gamma_sigma.MEASURES`: does memorization of the flips follow it across
-    the weight decays (Spearman per seed, t over seeds)? The nets' clean test accuracy: the
-    mean over seeds at each decay."""
+    the weight decays (Spearman per seed, t over seeds)? A seed whose memorization or reading
+    does not vary over the decays has no rank: the row is then inconclusive, whatever its
+    test says. The nets' clean test accuracy: the mean over seeds at each decay."""
     acc = {f"wd {r['weight_decay']:g}": r["test_acc"] for r in decays.table()}
-    return [
-        judge(
+    rows = []
+    for key, name in MEASURES.items():
+        row = judge(
             "04.tracks",
             decays.tracking(key),
             measure=name,
@@ -130,8 +132,12 @@ def tracking_rows(decays: DecayStudy, **common) -> list[Verdict]:
             unit=theory_text.tracking_unit(decays, key),
             **decays.fields(key),
         )
-        for key, name in MEASURES.items()
-    ]
+        flat = decays.unranked(key)
+        if flat:  # a seed with nothing to rank carries no evidence either way
+            why = f"{flat} of {len(decays.seeds)} seeds without a rank (no spread over the decays)"
+            row = row.with_verdict("inconclusive", why)
+        rows.append(row)
+    return rows
 
 
 def verdict_rows(

@@ -322,6 +322,7 @@ def test_decay_study_ranks_memorization_against_each_reading_per_seed():
     flat = {k: {**v, "noisy_acc": 1.0} for k, v in nets.items()}  # nothing to rank: 0
     flat_st = gamma_sigma.DecayStudy(flat, list(mem), [0, 1])
     assert flat_st.rank_correlations("unit_norm") == [0.0, 0.0]
+    assert flat_st.unranked("unit_norm") == 2 and st.unranked("unit_norm") == 0
 
 
 def test_arch_params_take_each_architecture_its_n_train_and_epoch_cap():

@@ -167,4 +167,7 @@ def test_verdict_rows_end_with_one_tracking_row_per_reading(probes, feedback, ne
     assert all(r.family == "exploratory" and r.verdict != "reproduced" for r in tracks)
     # the readings do not vary over the decays here (one network per seed): no rank, 0
     assert all(r.fields["rank_correlation_per_seed"] == [0.0, 0.0] for r in tracks)
+    assert all(
+        r.verdict == "inconclusive" and "2 of 2 seeds without a rank" in r.magnitude for r in tracks
+    )
     assert "it follows none of them" in theory_text.tracking_story(rows)
