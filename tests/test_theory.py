@@ -171,3 +171,14 @@ def test_verdict_rows_end_with_one_tracking_row_per_reading(probes, feedback, ne
         r.verdict == "inconclusive" and "2 of 2 seeds without a rank" in r.magnitude for r in tracks
     )
     assert "it follows none of them" in theory_text.tracking_story(rows)
+
+
+def test_tiny_step_row_says_plainly_when_only_the_exact_first_order_agrees():
+    simple = claims.judge("04.simulation", stats.Estimate(0.72, 0.44, 1.15, 4))
+    exact = claims.judge("04.simulation.exact", stats.Estimate(1.0, 0.999, 1.001, 4))
+    out = theory.dropped_term(simple, exact)
+    assert out.verdict == "inconclusive" and "drops the d sigma/dw term" in out.magnitude
+    good = claims.judge("04.simulation", stats.Estimate(1.0, 0.9, 1.1, 4))
+    assert theory.dropped_term(good, exact) == good
+    bad_exact = claims.judge("04.simulation.exact", stats.Estimate(0.5, 0.4, 0.6, 4))
+    assert theory.dropped_term(simple, bad_exact) == simple
