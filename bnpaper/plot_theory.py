@@ -455,8 +455,8 @@ def tracking(decays) -> plt.Figure:
     """One panel per reading of `gamma_sigma.MEASURES` (a `gamma_sigma.DecayStudy`): final
     memorization of the flips against the reading's median over channels, one marker per
     network (its weight decay in the marker's size), the seeds joined by lines in decay order;
-    each panel's title gives the seeds' Spearman rank correlations."""
-    from .gamma_sigma import MEASURES
+    each panel's title gives the seeds' Spearman rank correlations (n/a: nothing to rank)."""
+    from .gamma_sigma import MEASURES, spearman
 
     mem = decays.memorization()
     fig, axes = plt.subplots(1, len(MEASURES), figsize=(4.2 * len(MEASURES), 3.8), sharey=True)
@@ -467,7 +467,8 @@ def tracking(decays) -> plt.Figure:
             c = _CYCLE[j % len(_CYCLE)]
             ax.plot(val[:, j], mem[:, j], "-", color=c, lw=1, alpha=0.6)
             ax.scatter(val[:, j], mem[:, j], s=sizes, color=c, label=f"seed {s}")
-        rho = ", ".join(f"{r:+.1f}" for r in decays.rank_correlations(key))
+        raw = [spearman(mem[:, j], val[:, j]) for j in range(len(decays.seeds))]
+        rho = ", ".join("n/a" if np.isnan(r) else f"{r:+.1f}" for r in raw)
         ax.set(xscale="log", xlabel=name, title=f"Spearman per seed: {rho}")
         plain_log_axis(ax, "x")
     axes[0].set_ylabel("memorization of the flips (final)")

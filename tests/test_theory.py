@@ -182,3 +182,18 @@ def test_tiny_step_row_says_plainly_when_only_the_exact_first_order_agrees():
     assert theory.dropped_term(good, exact) == good
     bad_exact = claims.judge("04.simulation.exact", stats.Estimate(0.5, 0.4, 0.6, 4))
     assert theory.dropped_term(simple, bad_exact) == simple
+
+
+def test_tracking_figure_marks_seeds_without_a_rank(networks):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bnpaper import plots
+
+    base = networks.nets
+    nets = {
+        (d, s): {**base["lenet", "flip", s], "noisy_acc": 0.1} for d in (1, 2, 3) for s in (0, 1)
+    }
+    fig = plot_theory.tracking(gamma_sigma.DecayStudy(nets, [1, 2, 3], [0, 1]))
+    assert len(fig.axes) == 3 and plots.audit(fig) == []
+    assert all(ax.get_title() == "Spearman per seed: n/a, n/a" for ax in fig.axes)
