@@ -204,9 +204,7 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "clean_reference": choice_list(ARCHS, min_len=0),
         **_TRAINER,
         **_FAIR,  # BN's own lr per architecture, trained to fit (_cross_04: per arch)
-        "tracking_decays": number_list(
-            0.0, 1.0, min_len=3
-        ),  # LeNet: which reading memorization tracks
+        "tracking_decays": number_list(0.0, 1.0, min_len=0),  # [] or >= 3 values: _cross_04
     },
     "05_mitigation": {
         **_DATA,

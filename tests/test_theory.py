@@ -197,3 +197,23 @@ def test_tracking_figure_marks_seeds_without_a_rank(networks):
     fig = plot_theory.tracking(gamma_sigma.DecayStudy(nets, [1, 2, 3], [0, 1]))
     assert len(fig.axes) == 3 and plots.audit(fig) == []
     assert all(ax.get_title() == "Spearman per seed: n/a, n/a" for ax in fig.axes)
+
+
+def test_04_parameters_check_the_fair_search_per_arch_and_the_decay_study():
+    from bnpaper import params
+    from bnpaper.config import ConfigError
+
+    ok = params.resolve("04_theory", {"budget": "ci"}).values
+    assert ok["protocol"] == "fair" and len(ok["tracking_decays"]) == 3
+    with pytest.raises(ConfigError, match=r"tracking_decays=\[0.001, 0.01\] has fewer than 3"):
+        params.resolve("04_theory", {"budget": "ci", "tracking_decays": [1e-3, 1e-2]})
+    with pytest.raises(ConfigError, match=r"needs 'lenet' in archs"):
+        params.resolve(
+            "04_theory",
+            {"budget": "ci", "archs": ["resnet20"], "clean_reference": [], "trainer": "plain"},
+        )
+    assert params.resolve("04_theory", {"budget": "ci", "tracking_decays": []}).values
+    with pytest.raises(ConfigError, match="lr_grid"):
+        params.resolve("04_theory", {"budget": "ci", "lr_grid": [0.01, 0.02, 0.03, 0.04, 0.05]})
+    with pytest.raises(ConfigError, match=r"n_train\[lenet\]"):
+        params.resolve("04_theory", {"budget": "ci", "n_val": 59600})
