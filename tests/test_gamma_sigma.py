@@ -340,3 +340,20 @@ def test_arch_params_take_each_architecture_its_n_train_and_epoch_cap():
         4,
         0.05,
     )
+
+
+def test_bn_recipes_under_the_paper_protocol_keep_the_shared_lr_and_fixed_epochs():
+    from bnpaper import params
+
+    p = params.resolve("04_theory", {"budget": "ci", "protocol": "paper"}).values
+    chosen = gamma_sigma.bn_recipes(None, p)  # no search: the dataset is never read
+    assert set(chosen) == set(p["archs"])
+    for arch, r in chosen.items():
+        cfg = r.config("bn", seed=1)
+        assert (cfg.arch, cfg.lr, cfg.epochs, cfg.fit_level) == (
+            arch,
+            p["lr"],
+            p["epochs"][arch],
+            None,
+        )
+        assert r.as_dict()["protocol"] == "paper"
