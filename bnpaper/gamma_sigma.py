@@ -446,15 +446,18 @@ class DecayStudy:
         return t_mean(self.rank_correlations(key))
 
     def table(self) -> list[dict]:
-        """Per weight decay: memorization and each reading, mean over seeds, the epochs used
-        (mean) and how many seeds were censored."""
+        """Per weight decay: memorization and each reading, mean over seeds with its t interval
+        over seeds (`_lo`, `_hi`), the epochs used (mean) and how many seeds were censored."""
         mem = self.memorization()
         vals = {k: self.measure(k) for k in MEASURES}
         out = []
         for i, d in enumerate(self.decays):
             nets = [self.nets[d, s] for s in self.seeds]
-            row = {"weight_decay": d, "memorization": float(mem[i].mean())}
-            row.update({MEASURES[k]: float(v[i].mean()) for k, v in vals.items()})
+            e = t_mean(mem[i])
+            row = {"weight_decay": d, "memorization": e.value, "mem_lo": e.lo, "mem_hi": e.hi}
+            for k, v in vals.items():
+                e = t_mean(v[i])
+                row.update({MEASURES[k]: e.value, f"{k}_lo": e.lo, f"{k}_hi": e.hi})
             row["test_acc"] = float(np.mean([n["test_acc"] for n in nets]))
             row["epochs"] = float(np.mean([n["epochs"] for n in nets]))
             row["censored"] = int(sum(bool(n["censored"]) for n in nets))

@@ -319,6 +319,8 @@ def test_decay_study_ranks_memorization_against_each_reading_per_seed():
     assert claims.judge("04.tracks", e, measure="x").verdict == "not reproduced"
     rows = st.table()
     assert rows[0]["memorization"] == pytest.approx(0.9) and rows[0]["censored"] == 0
+    assert rows[0]["gamma_sigma_lo"] < rows[0]["median |gamma|/sigma"] == pytest.approx(2.0)
+    assert rows[0]["mem_lo"] == rows[0]["mem_hi"] == pytest.approx(0.9)  # both seeds 0.9
     flat = {k: {**v, "noisy_acc": 1.0} for k, v in nets.items()}  # nothing to rank: 0
     flat_st = gamma_sigma.DecayStudy(flat, list(mem), [0, 1])
     assert flat_st.rank_correlations("unit_norm") == [0.0, 0.0]
