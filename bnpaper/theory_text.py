@@ -344,7 +344,10 @@ def decay_table(decays):
     """`DecayStudy.table` as a table."""
     import pandas as pd
 
-    return pd.DataFrame(decays.table()).round(4)
+    df = pd.DataFrame(decays.table())
+    rest = [c for c in df.columns if c != "weight_decay"]  # 5e-05 must not round to 0.0001
+    df[rest] = df[rest].round(4)
+    return df
 
 
 def tracking_story(rows) -> str:
