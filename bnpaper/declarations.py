@@ -202,6 +202,8 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "seeds": int_list(0, min_len=2),  # networks: intervals over seeds
         "clean_reference": choice_list(ARCHS, min_len=0),
         **_TRAINER,
+        **_FAIR,  # BN's own lr per architecture, trained to fit (_cross_04: per arch)
+        "tracking_decays": number_list(0.0, 1.0, min_len=0),  # [] or >= 3 values: _cross_04
     },
     "05_mitigation": {
         **_DATA,
@@ -412,6 +414,18 @@ def _cross_04(p: dict) -> None:
             p["batch_size"] <= p["n_train"][a],
             f"batch_size={p['batch_size']} exceeds n_train[{a}]={p['n_train'][a]}",
         )
+        _cross_fair({**p, "n_train": p["n_train"][a]}, search_name=f"n_train[{a}]")
+    decays = p["tracking_decays"]
+    require(
+        not decays or len(set(decays)) >= 3,
+        f"tracking_decays={decays!r} has fewer than 3 distinct values; allowed: [] (no study) "
+        "or at least 3 distinct weight decays (a rank correlation over the decays)",
+    )
+    require(
+        not decays or "lenet" in p["archs"],
+        f"tracking_decays={decays!r} needs 'lenet' in archs={p['archs']!r} (the weight-decay "
+        "study trains BN LeNets with LeNet's recipe); allowed: add 'lenet' or tracking_decays=[]",
+    )
 
 
 def _cross_05(p: dict) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from .bn_scale import scale_free
 from .data import Dataset, Split, make_split, normalize
 from .models import bn_layers, build_model
 from .stats import Estimate, t_mean
@@ -75,14 +76,21 @@ def trained_gamma_sigma(
 ) -> dict:
     """|gamma|/sigma per BN layer and channel of a trained model (`train.TrainResult` on `split`),
     batch statistics from its first `n_batches` batches; with its final clean test accuracy and
-    memorization (accuracy of the corrupted samples on their corrupted labels). With `init`,
-    also "init_layers": the same for the model at initialization, on the same batches."""
+    memorization (accuracy of the corrupted samples on their corrupted labels), the epochs it
+    trained, whether it was censored (hit its epoch cap below its fit level), and per directly
+    fed BN layer the readings that survive rescaling (`bn_scale.scale_free` at the model's peak
+    learning rate: "scale_free"). With `init`, also "init_layers": the same |gamma|/sigma for
+    the model at initialization, on the same batches."""
     model = result.model(split.x.shape[1], split.n_classes, split.x.shape[2])
     xs = normalize(split.x[: n_batches * batch_size], split.mean, split.std)
+    layers = gamma_sigma(model, xs, batch_size, n_batches)
     out = {
-        "layers": gamma_sigma(model, xs, batch_size, n_batches),
+        "layers": layers,
+        "scale_free": scale_free(model, layers, result.config["lr"]),
         "test_acc": result.history["test_acc"][-1],
         "noisy_acc": result.history["noisy_acc"][-1],
+        "epochs": result.epochs,
+        "censored": result.censored,
     }
     if init:
         start = initial_model(result.config, split)
@@ -132,6 +140,46 @@ def driver_of(gamma_part, sigma_part) -> np.ndarray:
 def exp_estimate(e: Estimate) -> Estimate:
     """An estimate of a log quantity as the estimate of the quantity (exp of value and bounds)."""
     return Estimate(math.exp(e.value), math.exp(e.lo), math.exp(e.hi), e.n, e.level)
+
+
+MEASURES = {
+    "gamma_sigma": "median |gamma|/sigma",
+    "effective_step": "median effective step lr/|w_c|^2",
+    "unit_norm": "median |gamma|/sigma at unit weight norm",
+}  # the readings of a network that memorization may track (`net_medians`)
+
+
+def net_medians(net: dict) -> dict[str, float]:
+    """The medians over a network's channels (directly fed BN layers, `bn_scale.scale_free`)
+    of |gamma|/sigma (batch statistics), the effective step and |gamma|/sigma at unit weight
+    norm, keyed by `MEASURES`."""
+    fed = {layer["layer"] for layer in net["scale_free"]}
+    ratio = [la["ratio_batch"].numpy() for la in net["layers"] if la["layer"] in fed]
+    step = [la["effective_step"].numpy() for la in net["scale_free"]]
+    unit = [la["ratio_unit_w"].numpy() for la in net["scale_free"]]
+    return {k: float(np.median(np.concatenate(v))) for k, v in zip(MEASURES, (ratio, step, unit))}
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rank correlation of `a` and `b` (ties: average ranks); NaN without spread."""
+    from scipy.stats import rankdata
+
+    ra, rb = rankdata(a), rankdata(b)
+    if np.std(ra) == 0 or np.std(rb) == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+SCALE_FREE_COLUMNS = (
+    ("w_norm", "|w_c|"),
+    ("effective_step", "lr/|w_c|^2"),
+    ("ratio_unit_w", "gamma/sigma at |w_c|=1"),
+)  # `bn_scale.scale_free`'s keys and their column names
+
+
+def _mean_median(tensors: Sequence[torch.Tensor]) -> float:
+    """The mean over networks of each network's median (one tensor of channels per network)."""
+    return float(np.mean([np.median(t.numpy()) for t in tensors]))
 
 
 COMPARISONS = ("init", "clean")  # trained vs initialization, flipped vs clean labels
@@ -223,13 +271,48 @@ class TrainedStudy:
         geometric mean over seeds with a t interval over them (on the log scale)."""
         return exp_estimate(t_mean(self.parts(arch, "clean")["all_gamma"] / 2))
 
+    def epochs_used(self, arch: str, labels: str = "flip") -> list[int]:
+        """The epochs each seed's network trained."""
+        return [int(self.nets[arch, labels, s]["epochs"]) for s in self.seeds]
+
+    def censored(self, arch: str, labels: str = "flip") -> list[bool]:
+        """Per seed: whether the network hit its epoch cap below its fit level."""
+        return [bool(self.nets[arch, labels, s]["censored"]) for s in self.seeds]
+
+    def medians(self, arch: str) -> dict[str, list[float]]:
+        """`net_medians` of each seed's flipped-label network, one list per measure."""
+        per_seed = [net_medians(self.nets[arch, "flip", s]) for s in self.seeds]
+        return {k: [m[k] for m in per_seed] for k in MEASURES}
+
+    def scale_free_table(self, arch: str) -> list[dict]:
+        """Per directly fed BN layer: the median over its channels of |gamma|/sigma (batch
+        statistics), |w_c|, the effective step and |gamma|/sigma at unit weight norm, each the
+        mean of the seeds' medians."""
+        nets = [self.nets[arch, "flip", s] for s in self.seeds]
+        out = []
+        for j, fed in enumerate(nets[0]["scale_free"]):
+            ratio = [
+                next(la for la in n["layers"] if la["layer"] == fed["layer"])["ratio_batch"]
+                for n in nets
+            ]
+            row = {"layer": fed["layer"], "gamma/sigma": _mean_median(ratio)}
+            for key, name in SCALE_FREE_COLUMNS:
+                row[name] = _mean_median([n["scale_free"][j][key] for n in nets])
+            out.append(row)
+        return out
+
     def most_fields(self, arch: str) -> dict:
-        """Side numbers of the verdict row 'gamma/sigma > 1 in most channels' (unit: `text`)."""
+        """Side numbers of the verdict row 'gamma/sigma > 1 in most channels' (unit: `text`):
+        the shares per seed, the epochs each network trained and which were censored, and the
+        medians of the readings that survive rescaling."""
         first = self.nets[arch, "flip", self.seeds[0]]["layers"]
         return {
             "share_per_seed": self.shares(arch)[1].tolist(),
             "n_channels": int(sum(len(layer["gamma"]) for layer in first)),
             "share_batch_stats_per_seed": self.shares(arch, "ratio_batch")[1].tolist(),
+            "epochs_used": self.epochs_used(arch),
+            "censored": self.censored(arch),
+            "medians_per_seed": self.medians(arch),
         }
 
     def gamma_fields(self, arch: str) -> dict:
@@ -254,6 +337,10 @@ class TrainedStudy:
                 "share_above_one": per_layer.tolist(),
                 "share_above_one_pooled": pooled.tolist(),
                 "test_acc": self.test_acc(arch),
+                "epochs_used": self.epochs_used(arch),
+                "censored": self.censored(arch),
+                "medians_per_seed": self.medians(arch),
+                "scale_free_layers": self.scale_free_table(arch),
             }
             for versus in COMPARISONS:
                 if versus == "init" or arch in self.clean_archs():
@@ -294,3 +381,134 @@ def trained_study(
         for (key, job), result in zip(jobs.items(), results)
     }
     return TrainedStudy(nets, list(configs), list(seeds))
+
+
+def arch_params(p: Mapping, arch: str) -> dict:
+    """Notebook 04's resolved parameters `p` for one architecture's BN networks: its `n_train`
+    and `epochs` (the epoch cap under the fair protocol), norm 'bn'."""
+    return {
+        **p,
+        "arch": arch,
+        "norm": "bn",
+        "n_train": p["n_train"][arch],
+        "epochs": p["epochs"][arch],
+    }
+
+
+def bn_recipes(ds: Dataset, p: Mapping, trainer: str = "auto") -> dict:
+    """{arch: `recipes.NormRecipes`} of BN for every architecture of `p['archs']`: under the
+    fair protocol BN's own learning rate chosen on held-out data (`recipes.norm_recipes`, the
+    search on `n_train[arch]` clean images) and training to `fit_level` under the epoch cap;
+    under the paper's protocol `p['lr']` for exactly `epochs[arch]` epochs."""
+    from .recipes import norm_recipes
+
+    return {a: norm_recipes(ds, arch_params(p, a), ["bn"], trainer) for a in p["archs"]}
+
+
+@dataclass(frozen=True)
+class DecayStudy:
+    """BN LeNets trained on the same flipped data per seed (same images, flips, initialization
+    and order) at several weight decays, everything else equal: nets[(decay, seed)] is
+    `trained_gamma_sigma`. Weight decay moves the norm of the weights feeding BN, hence sigma
+    and |gamma|/sigma, and the effective step lr/|w_c|^2: which of the three readings
+    (`MEASURES`) does memorization of the flips follow across the decays? The unit is a seed:
+    per seed Spearman's rank correlation over the decays, then a t interval over seeds."""
+
+    nets: dict
+    decays: list[float]
+    seeds: list[int]
+
+    def memorization(self) -> np.ndarray:
+        """Final accuracy of the flipped samples on their flipped labels: (decays, seeds)."""
+        return np.array([[self.nets[d, s]["noisy_acc"] for s in self.seeds] for d in self.decays])
+
+    def measure(self, key: str) -> np.ndarray:
+        """`net_medians` reading `key` (a `MEASURES` key): (decays, seeds)."""
+        return np.array(
+            [[net_medians(self.nets[d, s])[key] for s in self.seeds] for d in self.decays]
+        )
+
+    def rank_correlations(self, key: str) -> list[float]:
+        """Per seed: Spearman's rank correlation over the decays of memorization and reading
+        `key`; a seed whose memorization (or reading) does not vary has no rank to follow and
+        counts 0 (no agreement)."""
+        mem, val = self.memorization(), self.measure(key)
+        out = [spearman(mem[:, j], val[:, j]) for j in range(len(self.seeds))]
+        return [0.0 if math.isnan(r) else r for r in out]
+
+    def unranked(self, key: str) -> int:
+        """Seeds whose memorization or reading `key` does not vary over the decays (no rank)."""
+        mem, val = self.memorization(), self.measure(key)
+        return sum(math.isnan(spearman(mem[:, j], val[:, j])) for j in range(len(self.seeds)))
+
+    def tracking(self, key: str) -> Estimate:
+        """Mean over seeds of `rank_correlations(key)`, t interval over seeds (04.tracks)."""
+        return t_mean(self.rank_correlations(key))
+
+    def table(self) -> list[dict]:
+        """Per weight decay: memorization and each reading, mean over seeds with its t interval
+        over seeds (`_lo`, `_hi`), the epochs used (mean) and how many seeds were censored."""
+        mem = self.memorization()
+        vals = {k: self.measure(k) for k in MEASURES}
+        out = []
+        for i, d in enumerate(self.decays):
+            nets = [self.nets[d, s] for s in self.seeds]
+            e = t_mean(mem[i])
+            row = {"weight_decay": d, "memorization": e.value, "mem_lo": e.lo, "mem_hi": e.hi}
+            for k, v in vals.items():
+                e = t_mean(v[i])
+                row.update({MEASURES[k]: e.value, f"{k}_lo": e.lo, f"{k}_hi": e.hi})
+            row["test_acc"] = float(np.mean([n["test_acc"] for n in nets]))
+            row["epochs"] = float(np.mean([n["epochs"] for n in nets]))
+            row["censored"] = int(sum(bool(n["censored"]) for n in nets))
+            out.append(row)
+        return out
+
+    def fields(self, key: str) -> dict:
+        """Side numbers of the row 04.tracks for reading `key`."""
+        return {
+            "rank_correlation_per_seed": self.rank_correlations(key),
+            "seeds_without_rank": self.unranked(key),
+            "weight_decays": list(self.decays),
+            "memorization": self.memorization().tolist(),
+            "reading": self.measure(key).tolist(),
+            "censored": [
+                [bool(self.nets[d, s]["censored"]) for s in self.seeds] for d in self.decays
+            ],
+        }
+
+    def summary(self) -> dict:
+        """The study's numbers for results.json."""
+        return {"table": self.table(), **{k: self.fields(k) for k in MEASURES}}
+
+
+def decay_study(
+    ds: Dataset,
+    cfg: TrainConfig,
+    n_train: int,
+    n_test: int,
+    noise_frac: float,
+    seeds: Sequence[int],
+    decays: Sequence[float],
+    trainer: str = "auto",
+) -> DecayStudy:
+    """Train (or load) `cfg` (a BN recipe) at each weight decay of `decays` and seed on the
+    seed's flipped-label subset (the same subset `trained_study` draws: the network at `cfg`'s
+    own weight decay is the same cached unit) and read each with `trained_gamma_sigma`."""
+    from .units import Job, trained_all
+
+    keys = [(d, s) for d in decays for s in seeds]
+    jobs = [
+        Job(
+            make_split(ds, n_train, "flip", noise_frac, s, n_test=n_test),
+            replace(cfg, seed=s, weight_decay=d),
+        )
+        for d, s in keys
+    ]
+    descs = [f"{cfg.arch} bn, weight decay {d:g}, seed {s}" for d, s in keys]
+    results = trained_all(jobs, trainer, descs=descs)
+    nets = {
+        k: trained_gamma_sigma(r, j.split, cfg.batch_size, 4)
+        for k, j, r in zip(keys, jobs, results)
+    }
+    return DecayStudy(nets, list(decays), list(seeds))

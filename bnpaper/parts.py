@@ -19,12 +19,11 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .bn_scale import scale_free
-from .claims import Verdict, judge
+from .claims import Verdict, holds, judge
 from .reduction import paired_changes, reduction
 from .variants import ACCURACY, MEMORIZATION, Variant, finals
 
 READINGS = ("ratio", "sigma", "gamma", "effective_step")  # `channel_readings`' medians
-HOLDS = ("supported", "reproduced")  # an exploratory row that holds (either wording)
 BATCH = 128  # images of the training-mode forward pass that measures batch sigma
 
 
@@ -120,4 +119,4 @@ def part_rows(
 def which_part(rows: Sequence[Verdict], arms: Sequence[Variant]) -> list[str]:
     """The labels of the arms whose `05.part` row is supported (the rule in claims.yaml: these
     are the parts that remove memorization at the run's scale)."""
-    return [v.label for v, r in zip(arms, rows) if r.verdict in HOLDS]
+    return [v.label for v, r in zip(arms, rows) if holds(r.verdict)]

@@ -404,3 +404,79 @@ def share_over_seeds(study) -> plt.Figure:
         f"{len(study.seeds)} networks (seeds) per architecture, trained with flipped labels",
     )
     return fig
+
+
+def first_order(study, band_: Sequence[float]) -> plt.Figure:
+    """The first-order test (a `toy_studies.ProbeStudy`'s tiny-step probes): per run (seed x
+    |w_0|) its geometric mean of measured / predicted, against the paper's (gamma/sigma)^2 and
+    against the exact first order (d sigma/dw kept), each with its geometric mean over runs and
+    t interval; the claims file's band shaded."""
+    keys = study.tiny_runs()[0]
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    ax.axhspan(*band_, color="0.9", label=f"claims band [{band_[0]:g}, {band_[1]:g}]")
+    ax.axhline(1, color="k", ls="--", lw=1)
+    parts = (
+        (False, r"over $(\gamma/\sigma)^2$ (the paper's factor)", "#d62728", study.tiny_agreement),
+        (True, r"over the exact first order ($d\sigma/dw$ kept)", "#1f77b4", study.tiny_exact),
+    )
+    xs = np.arange(len(keys))
+    for j, (full, label, c, est) in enumerate(parts):
+        vals = np.exp(study.tiny_runs(full=full)[1])
+        ax.plot(xs + 0.12 * (2 * j - 1), vals, "o", color=c, label=f"{label}: one run")
+        x_est = len(keys) + 0.5 + 0.4 * j
+        yerr = [[est.value - est.lo], [est.hi - est.value]]
+        ax.errorbar([x_est], [est.value], yerr=yerr, fmt="s", color=c, capsize=4)
+        ax.annotate(
+            f"{est.value:.2f}\n[{est.lo:.2f}, {est.hi:.2f}]",
+            (x_est, est.hi),
+            textcoords="offset points",
+            xytext=(0, 4),
+            ha="center",
+            fontsize=7,
+            color=c,
+        )
+    names = [f"|w0| {k[0]:g}\nseed {int(k[1])}" for k in keys] + ["over\nruns"]
+    ax.set_xticks(list(xs) + [len(keys) + 0.7])
+    ax.set_xticklabels(names, fontsize=7)
+    ax.set(
+        yscale="log",
+        xlabel="run (initial |w|, seed), then the geometric mean over runs",
+        ylabel=r"tiny-step measured / predicted (geometric mean)",
+        title=f"the first order at step {study.tiny_lr:g}: what the simplification drops\n"
+        f"({len(study.tiny['measured'])} probes, {len(keys)} runs, t interval over runs)",
+    )
+    plain_log_axis(ax, "y")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7.5, ncol=1)
+    fig.tight_layout()
+    return fig
+
+
+def tracking(decays) -> plt.Figure:
+    """One panel per reading of `gamma_sigma.MEASURES` (a `gamma_sigma.DecayStudy`): final
+    memorization of the flips against the reading's median over channels, one marker per
+    network (its weight decay in the marker's size), the seeds joined by lines in decay order;
+    each panel's title gives the seeds' Spearman rank correlations (n/a: nothing to rank)."""
+    from .gamma_sigma import MEASURES, spearman
+
+    mem = decays.memorization()
+    fig, axes = plt.subplots(1, len(MEASURES), figsize=(4.2 * len(MEASURES), 3.8), sharey=True)
+    sizes = np.linspace(20, 80, len(decays.decays))
+    for ax, (key, name) in zip(axes, MEASURES.items()):
+        val = decays.measure(key)
+        for j, s in enumerate(decays.seeds):
+            c = _CYCLE[j % len(_CYCLE)]
+            ax.plot(val[:, j], mem[:, j], "-", color=c, lw=1, alpha=0.6)
+            ax.scatter(val[:, j], mem[:, j], s=sizes, color=c, label=f"seed {s}")
+        raw = [spearman(mem[:, j], val[:, j]) for j in range(len(decays.seeds))]
+        rho = ", ".join("n/a" if np.isnan(r) else f"{r:+.1f}" for r in raw)
+        ax.set(xscale="log", xlabel=name, title=f"Spearman per seed: {rho}")
+        plain_log_axis(ax, "x")
+    axes[0].set_ylabel("memorization of the flips (final)")
+    decay_keys = [
+        Line2D([], [], ls="none", marker="o", color="grey", ms=np.sqrt(sz), label=f"wd {d:g}")
+        for sz, d in zip(sizes, decays.decays)
+    ]
+    handles = axes[0].get_legend_handles_labels()[0] + decay_keys
+    axes[-1].legend(handles=handles, fontsize=7.5, loc="best")
+    fig.tight_layout()
+    return fig

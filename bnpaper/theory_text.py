@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .claims import holds
 
 VERSUS = {"init": ("trained", "initialization"), "clean": ("flipped labels", "clean labels")}
 # the two comparisons of `gamma_sigma.TrainedStudy`, in words: (state a, state b)
@@ -49,9 +50,28 @@ def toy_probe_counts(study) -> str:
 def probe_unit(study) -> str:
     """The unit of the simulation claim's verdict row."""
     return (
-        f"measured / predicted, ratio estimator per run, mean over {study.agreement.n} runs "
+        f"finite step (lr {study.default_lr:g}): measured / predicted, ratio estimator per run, "
+        f"mean over {study.agreement.n} runs "
         f"(bootstrap over runs); {study.n_bad} of {study.n_probes} probes with a falling margin "
         "kept"
+    )
+
+
+def tiny_unit(study) -> str:
+    """The unit of the tiny-step rows (04.simulation, 04.simulation.exact)."""
+    return (
+        f"measured / predicted at step {study.tiny_lr:g}, geometric mean per run, geometric mean "
+        f"over {study.tiny_agreement.n} runs (seeds x initial |w|, t interval over runs); "
+        f"{len(study.tiny['measured'])} probes"
+    )
+
+
+def share_unit(fb) -> str:
+    """The unit of the row 04.gamma_share."""
+    return (
+        f"outliers' share of sum_i |dL/dgamma_i| / their share of the samples "
+        f"({fb.population_share:.3f}) minus 1, mean over steps per seed, t over "
+        f"{fb.share_excess.n} seeds"
     )
 
 
@@ -141,22 +161,43 @@ def feedback_story(fb, gamma_verdict: str) -> str:
 
 def simulation_reading(ratio, ratio_centered_example, probes, fb) -> str:
     """The derived ratios and the simulation's side numbers, in one sentence."""
-    import math
 
     return (
         f"Derived ratio: {ratio}; with the batch mean following w: {ratio_centered_example} at "
         f"x = (2, 0, 0), xbar = (1, 0, 0). Simulation: log-log slope {probes.loglog_slope:.2f}; "
-        f"infinitesimal step {math.exp(probes.tiny_fixed.value):.2f} (full first order within "
-        f"{100 * (probes.tiny_full_error - 1):.0f}%); outlier memorization BN - no-BN "
+        f"tiny step, measured / (gamma/sigma)^2 {probes.tiny_agreement.fmt(2)} and measured / "
+        f"exact first order {probes.tiny_exact.fmt(2)} over {probes.tiny_agreement.n} runs; "
+        f"finite step (lr {probes.default_lr:g}) {probes.agreement.fmt(2)}; outliers "
+        f"{fb.gamma_share:.3f} of the gradient on gamma against {fb.population_share:.3f} of "
+        f"the samples; outlier memorization BN - no-BN "
         f"{fb.mem_gap.fmt(2)}."
     )
 
 
-def most_channels_unit(study, est) -> str:
-    """The unit of the verdict row 'gamma/sigma > 1 in most channels'."""
-    return (
+def most_channels_unit(study, est, arch: str | None = None) -> str:
+    """The unit of the verdict row 'gamma/sigma > 1 in most channels' (with `arch`: the epochs
+    its networks trained and how many hit the epoch cap unfitted, marked censored)."""
+    out = (
         "share of a network's channels with |gamma|/sigma > 1 (running variance), mean over "
         f"{est.n} networks (seeds {study.seeds}), 95% t interval over the networks"
+    )
+    if arch is None:
+        return out
+    cens = sum(study.censored(arch))
+    mark = f"; CENSORED: {cens} of {est.n} hit the epoch cap unfitted" if cens else ""
+    return f"{out}; epochs used {study.epochs_used(arch)}{mark}"
+
+
+def tracking_unit(decays, key: str) -> str:
+    """The unit of a row 04.tracks."""
+    from .gamma_sigma import MEASURES
+
+    cens = sum(r["censored"] for r in decays.table())
+    mark = f"; {cens} censored networks (epoch cap hit unfitted)" if cens else ""
+    return (
+        f"Spearman rank correlation of flip memorization and {MEASURES[key]} over weight "
+        f"decays {decays.decays} per seed, mean with a t interval over {len(decays.seeds)} "
+        f"seeds{mark}"
     )
 
 
@@ -260,3 +301,68 @@ def theory_story(rows, ratio, ratio_centered_example, probes, fb, study) -> str:
             trained_story(study),
         ]
     )
+
+
+def recipe_lines(chosen: dict) -> str:
+    """Per architecture: BN's recipe (`gamma_sigma.bn_recipes`): the protocol, the learning rate
+    and the fit rule with its epoch cap."""
+    out = []
+    for arch, r in chosen.items():
+        fit = r.base.fit_level
+        rule = f"to clean training accuracy {fit:g}, cap {r.base.epochs} epochs"
+        rule = rule if fit is not None else f"{r.base.epochs} epochs"
+        out.append(f"{arch}: BN lr {r.lr('bn'):.3g}, {rule} ({r.name})")
+    return "\n".join(out)
+
+
+def epochs_lines(study) -> str:
+    """Per architecture and label kind: the epochs each seed's network trained, censored ones
+    marked."""
+    out = []
+    for arch in study.archs:
+        for labels in ("flip", "none"):
+            if labels == "none" and arch not in study.clean_archs():
+                continue
+            used, cens = study.epochs_used(arch, labels), study.censored(arch, labels)
+            seeds = ", ".join(
+                f"seed {s}: {e}" + (" (censored)" if c else "")
+                for s, e, c in zip(study.seeds, used, cens)
+            )
+            kind = "flipped labels" if labels == "flip" else "clean labels"
+            out.append(f"{arch}, {kind}: epochs {seeds}")
+    return "\n".join(out)
+
+
+def scale_free_table(study):
+    """`TrainedStudy.scale_free_table` of every architecture as one table."""
+    import pandas as pd
+
+    rows = [{"arch": a, **r} for a in study.archs for r in study.scale_free_table(a)]
+    return pd.DataFrame(rows).round(4)
+
+
+def decay_table(decays):
+    """`DecayStudy.table` as a table."""
+    import pandas as pd
+
+    df = pd.DataFrame(decays.table())
+    rest = [c for c in df.columns if c != "weight_decay"]  # 5e-05 must not round to 0.0001
+    df[rest] = df[rest].round(4)
+    return df
+
+
+def tracking_story(rows) -> str:
+    """Which reading memorization of the flips follows across weight decays, from the rows
+    04.tracks: each one's rank correlation and verdict, then the reading(s) that track it, or
+    neither."""
+    tracks = [r for r in rows if r.id == "04.tracks"]
+    if not tracks:
+        return "No weight-decay study (tracking_decays=[])."
+    parts = [
+        f"{r.fields['measure']}: Spearman {r.measured:+.2f} [{r.lo:+.2f}, {r.hi:+.2f}] "
+        f"({r.verdict})"
+        for r in tracks
+    ]
+    held = [r.fields["measure"] for r in tracks if holds(r.verdict)]
+    end = "it follows " + " and ".join(held) if held else "it follows none of them by this rule"
+    return f"Across weight decays, memorization of the flips against {'; '.join(parts)}: {end}."

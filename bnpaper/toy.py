@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn as nn
@@ -116,11 +116,15 @@ def probe_margin_growth(
     its function-matched no-BN twin (w' = gamma*w/sigma, b' = beta - gamma*mu/sigma: same
     margins, hence the same l'). Returns the two margin changes, their ratio ("measured") and
     three first-order predictions of it: fixed statistics (gamma/sigma)^2, mean following w
-    (x -> x - xbar), and mean and sigma following w (x - xbar minus zhat_i * dsigma/dw)."""
+    (x -> x - xbar), and mean and sigma following w (x - xbar minus zhat_i * dsigma/dw).
+    Computed in float64: a tiny step's margin change would drown in float32 rounding."""
+    xb, yb = xb.detach().double(), yb.detach().double()
+    gam, bet = model.gamma.detach().double(), model.beta.detach().double()
+    a = model.a.detach().double()
+    w = model.w.detach().double().clone().requires_grad_(True)
     with torch.no_grad():
-        mu, sig = model.stats(xb)
-        gam, bet, a = model.gamma.detach(), model.beta.detach(), model.a.detach()
-    w = model.w.detach().clone().requires_grad_(True)
+        z0 = xb @ w
+        sig = (z0.var(unbiased=False) + model.eps).sqrt()
 
     def m_bn(wv):
         z = xb @ wv
@@ -153,6 +157,7 @@ class ToyRun:
     probes: list[Probe]
     outlier_share: float
     model: Toy
+    tiny_probes: list[Probe] = field(default_factory=list)  # the same probes at step `tiny_lr`
 
 
 def toy_train(
@@ -163,12 +168,14 @@ def toy_train(
     probe_lr: float | None = None,
     max_probes: int = 3,
     device: str = "cpu",
+    tiny_lr: float | None = None,
 ) -> ToyRun:
     """Train the toy with minibatch SGD (all parameters) and record, per step: gamma, the batch
     sigma, (gamma/sigma)^2, outliers' share of sum_i |dL/dgamma_i|, mean outlier margin,
     accuracy on outliers (memorization) and on typical samples; with `probe_every`, also
     margin-growth probes of (up to `max_probes`) outliers in the batch every that many steps,
-    with step `probe_lr` (default: the training lr; a tiny one isolates the first-order term)."""
+    with step `probe_lr` (default: the training lr; a tiny one isolates the first-order term),
+    and with `tiny_lr` the same probes again at that step (`tiny_probes`, same batches)."""
     torch.manual_seed(cfg.seed)
     x, y, mask = toy_data(cfg, outliers, device)
     model = Toy(cfg.d, norm, cfg.w_scale, cfg.seed).to(device)
@@ -176,6 +183,7 @@ def toy_train(
     g = torch.Generator().manual_seed(cfg.seed + 1)
     rec: dict[str, list[float]] = {k: [] for k in RECORDED}
     probes: list[Probe] = []
+    tiny: list[Probe] = []
     n = len(x)
     for t in range(cfg.steps):
         idx = torch.randperm(n, generator=g)[: cfg.batch_size].to(device)
@@ -183,6 +191,8 @@ def toy_train(
         if probe_every and norm == "bn" and t % probe_every == 0:
             for i in torch.nonzero(mb).flatten().tolist()[:max_probes]:
                 probes.append(probe_margin_growth(model, xb, yb, i, probe_lr or cfg.lr, t))
+                if tiny_lr is not None:
+                    tiny.append(probe_margin_growth(model, xb, yb, i, tiny_lr, t))
         m = model.margins(xb, yb)
         loss = toy_loss(m).mean()
         opt.zero_grad()
@@ -204,7 +214,7 @@ def toy_train(
             )
             rec["typical_acc"].append(float((mf[~mask] > 0).float().mean()))
         opt.step()
-    return ToyRun(rec, probes, float(mask.float().mean()), model.eval())
+    return ToyRun(rec, probes, float(mask.float().mean()), model.eval(), tiny)
 
 
 @torch.no_grad()

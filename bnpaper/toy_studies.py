@@ -23,7 +23,7 @@ PROBE_FIELDS = (
     "dm_bn",
     "dm_twin",
 )  # one array each in `ProbeStudy.probes`
-TINY_FIELDS = ("measured", "predicted", "predicted_full")  # ... in `ProbeStudy.tiny`
+TINY_FIELDS = ("w_scale", "seed", "measured", "predicted", "predicted_full")  # `ProbeStudy.tiny`
 
 
 def ratio_by_run(run_ids, dm_bn, dm_predicted) -> tuple[list, list[float]]:
@@ -45,21 +45,45 @@ def ratio_by_run(run_ids, dm_bn, dm_predicted) -> tuple[list, list[float]]:
     return keys, out
 
 
+def geo_mean_by_run(run_ids, measured, predicted) -> tuple[list, np.ndarray]:
+    """log of each run's geometric mean of measured / predicted over its probes (tiny-step
+    probes: both positive). Returns (run ids in sorted order, the logs)."""
+    ids = [tuple(r) if np.ndim(r) else r for r in run_ids]
+    meas, pred = np.asarray(measured, float), np.asarray(predicted, float)
+    if not (len(ids) == len(meas) == len(pred)):
+        raise ValueError("run_ids, measured and predicted need one entry per probe")
+    if np.any(meas <= 0) or np.any(pred <= 0):
+        raise ValueError("tiny-step margin growths must be positive (first order: a square)")
+    keys = sorted(set(ids))
+    logs = np.log(meas / pred)
+    return keys, np.array([logs[[i == k for i in ids]].mean() for k in keys])
+
+
+def exp_t_mean(logs) -> Estimate:
+    """The geometric mean of exp(logs) (one per run) with the Student-t interval of the logs."""
+    e = t_mean(logs)
+    return Estimate(math.exp(e.value), math.exp(e.lo), math.exp(e.hi), e.n, e.level)
+
+
 @dataclass(frozen=True)
 class ProbeStudy:
     """Margin-growth probes of mislabeled outliers over the grid batch size x lr x |w_0| x seed
     (all seeds only at the default batch size and lr), and the same probes with a tiny step.
 
     probes: one array per PROBE_FIELDS entry (one value per probe); tiny: the tiny-step probes'
-    TINY_FIELDS. The verdict statistic is `agreement`: per run (seed x |w_0| at the default
-    setting) the ratio estimator sum dm_BN / sum (gamma/sigma)^2 dm_no-BN, then the mean over
-    runs with a bootstrap over runs (probes of a run are not independent)."""
+    TINY_FIELDS (every run at the default setting, probed again with a tiny step on the same
+    batches). The verdict statistic is `tiny_agreement`: per run (seed x |w_0|) the geometric
+    mean of measured / (gamma/sigma)^2 over its tiny-step probes, then the geometric mean over
+    runs with a t interval over runs (probes of a run are not independent); `tiny_exact` the
+    same against the exact first order. `agreement` is the finite step's: per run the ratio
+    estimator sum dm_BN / sum (gamma/sigma)^2 dm_no-BN, mean over runs, bootstrap over runs."""
 
     probes: dict[str, np.ndarray]
     tiny: dict[str, np.ndarray]
     default_batch_size: int
     default_lr: float
     n_runs_grid: int
+    tiny_lr: float = 1e-6
 
     def _select(self, sel: np.ndarray) -> tuple[list, list[float]]:
         """`ratio_by_run` over the probes in `sel`, runs keyed by (|w_0|, seed)."""
@@ -101,6 +125,35 @@ class ProbeStudy:
         if ok.sum() < 2:
             return float("nan")
         return float(np.polyfit(np.log(p["predicted"][ok]), np.log(p["measured"][ok]), 1)[0])
+
+    def tiny_runs(self, full: bool = False) -> tuple[list, np.ndarray]:
+        """`geo_mean_by_run` of the tiny-step probes against (gamma/sigma)^2, or with `full`
+        against the exact first order; runs keyed by (|w_0|, seed)."""
+        t = self.tiny
+        ids = np.column_stack([t["w_scale"], t["seed"]])
+        return geo_mean_by_run(ids, t["measured"], t["predicted_full" if full else "predicted"])
+
+    @cached_property
+    def tiny_agreement(self) -> Estimate:
+        """Tiny-step measured / (gamma/sigma)^2: geometric mean over runs, t interval over runs."""
+        return exp_t_mean(self.tiny_runs()[1])
+
+    @cached_property
+    def tiny_exact(self) -> Estimate:
+        """Tiny-step measured / exact first order: geometric mean over runs, t over runs."""
+        return exp_t_mean(self.tiny_runs(full=True)[1])
+
+    def tiny_fields(self) -> dict:
+        """Side numbers of the tiny-step rows: runs, probes, each run's geometric mean (both
+        predictions) and the median probe's measured / (gamma/sigma)^2."""
+        keys = [f"w_scale={k[0]:g}, seed={int(k[1])}" for k in self.tiny_runs()[0]]
+        return {
+            "n_runs": len(keys),
+            "n_probes": len(self.tiny["measured"]),
+            "tiny_lr": self.tiny_lr,
+            "run_ratio_simplified": dict(zip(keys, np.exp(self.tiny_runs()[1]).tolist())),
+            "run_ratio_exact": dict(zip(keys, np.exp(self.tiny_runs(full=True)[1]).tolist())),
+        }
 
     @cached_property
     def tiny_fixed(self) -> Estimate:
@@ -203,6 +256,9 @@ class ProbeStudy:
             "loglog_slope": self.loglog_slope,
             "tiny_step_fixed_ratio": math.exp(self.tiny_fixed.value),
             "tiny_step_full_error": self.tiny_full_error,
+            "tiny_step_over_runs": self.tiny_agreement.as_dict(),
+            "tiny_step_exact_over_runs": self.tiny_exact.as_dict(),
+            **{f"tiny_{k}": v for k, v in self.tiny_fields().items()},
         }
 
 
@@ -219,8 +275,9 @@ def probe_study(
     progress: bool = True,
 ) -> ProbeStudy:
     """Train the BN toy (with outliers) over the grid and probe the outliers' margin growth every
-    `probe_every` steps with the training lr; then, at the default setting and the first seed,
-    the same probes with step `tiny_lr` (the first-order term alone)."""
+    `probe_every` steps with the training lr; every run at the default setting (all seeds and
+    |w_0|) also probes the same outliers on the same batches with step `tiny_lr` (the first-order
+    term alone)."""
     from tqdm.auto import tqdm
 
     default = (default_batch_size, default_lr)
@@ -236,13 +293,13 @@ def probe_study(
     with one_thread():
         for size, lr, scale, seed in tqdm(grid, desc="toy probe runs", disable=not progress):
             cfg = replace(base, batch_size=size, lr=lr, w_scale=scale, seed=seed)
-            for p in toy_train(cfg, "bn", True, probe_every=probe_every).probes:
+            on_default = (size, lr) == default
+            run = toy_train(cfg, "bn", True, probe_every, tiny_lr=tiny_lr if on_default else None)
+            for p in run.probes:
                 rows.append((size, lr, scale, seed, *(getattr(p, k) for k in PROBE_FIELDS[4:])))
-        for scale in w_scales:
-            cfg = replace(base, batch_size=default_batch_size, lr=default_lr, w_scale=scale)
-            cfg = replace(cfg, seed=seeds[0])
-            run = toy_train(cfg, "bn", True, probe_every=probe_every, probe_lr=tiny_lr)
-            tiny += [tuple(getattr(p, k) for k in TINY_FIELDS) for p in run.probes]
+            tiny += [
+                (scale, seed, *(getattr(p, k) for k in TINY_FIELDS[2:])) for p in run.tiny_probes
+            ]
     rows = np.array(rows, dtype=float).reshape(-1, len(PROBE_FIELDS))
     tiny = np.array(tiny, dtype=float).reshape(-1, len(TINY_FIELDS))
     return ProbeStudy(
@@ -251,6 +308,7 @@ def probe_study(
         default_batch_size,
         default_lr,
         len(grid),
+        tiny_lr,
     )
 
 
@@ -311,6 +369,21 @@ class FeedbackStudy:
     def share_ratio(self) -> Estimate:
         """Outliers' share of sum_i |dL/dgamma_i| over their share of the samples."""
         return t_mean(self.arr("bn", "gamma_share").mean(1) / self.population_share)
+
+    @cached_property
+    def share_excess(self) -> Estimate:
+        """Outliers' share of sum_i |dL/dgamma_i| (mean over steps) over their share of the
+        samples, minus 1, per seed; mean with a t interval over seeds (04.gamma_share)."""
+        return t_mean(self.arr("bn", "gamma_share").mean(1) / self.population_share - 1)
+
+    def share_fields(self) -> dict:
+        """Side numbers of the row 04.gamma_share: both shares and the per-seed ratios."""
+        per_seed = self.arr("bn", "gamma_share").mean(1) / self.population_share
+        return {
+            "outlier_gamma_share": self.gamma_share,
+            "outlier_population_share": self.population_share,
+            "share_ratio_per_seed": per_seed.tolist(),
+        }
 
     @cached_property
     def mem_gap(self) -> Estimate:

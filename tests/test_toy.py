@@ -19,6 +19,47 @@ def test_probe_matches_exact_first_order_prediction_at_tiny_step():
     assert p.measured == pytest.approx(p.predicted_full, rel=1e-3)
 
 
+def _symmetric_batch(d: int = 20, half: int = 8):
+    """A BN toy (gamma 1.7, beta 0.4) and a batch of pairs x, -x (its mean is 0 for every w,
+    so mu cannot move) whose first sample is orthogonal to w (zhat_0 = 0: d sigma/dw has no
+    lever on its margin at first order)."""
+    model = toy.Toy(d, "bn", 1.0, 0).double()
+    with torch.no_grad():
+        model.gamma.fill_(1.7)
+        model.beta.fill_(0.4)
+    w = model.w.detach()
+    g = torch.Generator().manual_seed(3)
+    xs = torch.randn(half, d, generator=g, dtype=torch.float64)
+    xs[0] -= (xs[0] @ w) / (w @ w) * w
+    y = torch.ones(2 * half, dtype=torch.float64)
+    return model, torch.cat([xs, -xs]), y
+
+
+def test_tiny_step_probe_converges_to_gamma_over_sigma_squared_when_statistics_cannot_move():
+    model, xb, yb = _symmetric_batch()
+    steps = (1e-1, 1e-3, 1e-5, 1e-7)
+    errors = [toy.probe_margin_growth(model, xb, yb, 0, s) for s in steps]
+    predicted = errors[0].predicted
+    with torch.no_grad():
+        assert predicted == pytest.approx(float((model.gamma / model.stats(xb)[1]) ** 2))
+    errors = [abs(p.measured / predicted - 1) for p in errors]
+    assert all(a > b for a, b in zip(errors, errors[1:]))  # converges as the step shrinks
+    assert errors[-1] < 1e-5
+    # a sample off the batch mean (zhat != 0) in the same batch keeps the d sigma/dw term
+    other = toy.probe_margin_growth(model, xb, yb, 1, 1e-7)
+    assert abs(other.measured / other.predicted - 1) > 0.05
+    assert other.measured == pytest.approx(other.predicted_full, rel=1e-4)
+
+
+def test_geo_mean_by_run_averages_log_ratios_within_runs():
+    ids = [(1.0, 0), (1.0, 0), (3.0, 1)]
+    keys, logs = toy_studies.geo_mean_by_run(ids, [2.0, 8.0, 1.0], [1.0, 2.0, 2.0])
+    assert keys == [(1.0, 0), (3.0, 1)]
+    assert logs == pytest.approx([math.log(math.sqrt(2 * 4)), math.log(0.5)])
+    with pytest.raises(ValueError, match="positive"):
+        toy_studies.geo_mean_by_run(ids, [1.0, -1.0, 1.0], [1.0, 1.0, 1.0])
+
+
 def test_twin_has_the_same_margins_as_bn_model():
     cfg = toy.ToyConfig(d=50, n_typical=40, n_outliers=2)
     x, y, _ = toy.toy_data(cfg)
@@ -109,7 +150,21 @@ def test_probe_study_agreement_is_the_mean_of_run_ratio_estimators(probes):
 
 def test_tiny_step_probes_match_the_full_first_order_prediction(probes):
     assert len(probes.tiny["measured"]) > 0
-    assert probes.tiny_full_error == pytest.approx(1.0, abs=0.05)  # within 5%
+    assert set(map(tuple, np.column_stack([probes.tiny["w_scale"], probes.tiny["seed"]]))) == {
+        (1.0, 0.0),
+        (1.0, 1.0),
+        (3.0, 0.0),
+        (3.0, 1.0),
+    }  # every run at the default setting, every seed
+    assert probes.tiny_full_error == pytest.approx(1.0, abs=1e-3)  # float64 probes: exact
+    assert probes.tiny_exact.value == pytest.approx(1.0, abs=1e-3) and probes.tiny_exact.n == 4
+    t = probes.tiny
+    for (ws, s), log_r in zip(*probes.tiny_runs()):
+        sel = (t["w_scale"] == ws) & (t["seed"] == s)
+        assert log_r == pytest.approx(np.log(t["measured"][sel] / t["predicted"][sel]).mean())
+    est = probes.tiny_agreement
+    assert est.value == pytest.approx(math.exp(np.mean(probes.tiny_runs()[1])))
+    assert est.lo <= est.value <= est.hi and est.n == 4
     assert probes.median_factor(16, 0.1) >= 1.0
     assert math.isnan(probes.median_factor(999, 0.1))
 
@@ -170,3 +225,10 @@ def test_feedback_story_says_plainly_when_the_loop_fails(feedback):
     assert "Consistent with the paper's loop" in theory_text.feedback_story(fb, "reproduced")
     end = "does not hold" if lower else "is not supported"
     assert end in theory_text.feedback_story(fb, "not reproduced")
+
+
+def test_gamma_share_row_is_the_seed_mean_of_share_over_population_minus_one(feedback):
+    per_seed = feedback.arr("bn", "gamma_share").mean(1) / feedback.population_share
+    assert feedback.share_excess.value == pytest.approx(per_seed.mean() - 1)
+    assert feedback.share_excess.n == 3
+    assert feedback.share_fields()["share_ratio_per_seed"] == pytest.approx(per_seed.tolist())
