@@ -30,6 +30,7 @@ from .results_tables import (
     table,
 )
 from .store import atomic_write_bytes
+from .text import effect_table
 
 START, END = "<!-- report:start -->", "<!-- report:end -->"
 
@@ -62,6 +63,7 @@ def render(root: Path | None = None) -> str:
         aggregate_table(root),
         "",
     ]
+    parts += attack_sections(root)
     timing = run_time_line(root)
     if timing:
         parts += [timing, ""]
@@ -110,6 +112,26 @@ def render(root: Path | None = None) -> str:
             ]
             parts.append("")
     return "\n".join(parts)
+
+
+ATTACK_NOTE = (
+    "BN minus no-BN per membership-inference attack, on the same pools (notebook 03): AUC and "
+    "TPR at 1% and 0.1% FPR in points, each with its 95% Student-t interval over pools (n/a with "
+    "one pool); n/r where a target has too few non-members to resolve that FPR. The verdict rows "
+    "judge online LiRA (the paper's attack), fixed-variance online LiRA below 64 shadows, and "
+    "TPR at 0.1% FPR where it resolves."
+)
+
+
+def attack_sections(root: Path) -> list[str]:
+    """The effect per attack of every committed configuration of notebook 03 that recorded it
+    (results.json's "effect_per_attack"), one table each."""
+    parts = []
+    for nb, label, res in collect(root, every_configuration=True):
+        if res.get("effect_per_attack"):
+            parts += [f"## LiRA per attack: {nb} ({label})", "", ATTACK_NOTE, ""]
+            parts += [effect_table(res["effect_per_attack"]), ""]
+    return parts
 
 
 def write_report(root: Path | None = None) -> str:

@@ -417,3 +417,20 @@ def test_an_exploratory_row_stored_as_reproduced_is_shown_as_supported(tmp_path)
     ]
     block = " ".join(report.readme_block(tmp_path).split())
     assert "exploratory questions: 1 supported, 1 not supported, 0 inconclusive" in block
+
+
+def test_the_report_shows_notebook_03s_effect_per_attack_with_intervals_over_pools(tmp_path):
+    e = {"value": 2.5, "lo": 1.0, "hi": 4.0, "n": 3, "level": 0.95}
+    effects = {
+        "0.05/all/online/auc": {**e, "n_nonmembers": 1200, "resolvable": True},
+        "0.05/all/online/tpr@0.01": {**e, "value": 0.7, "n_nonmembers": 1200, "resolvable": True},
+        "0.05/all/online/tpr@0.001": {**e, "n_nonmembers": 500, "resolvable": False},
+    }
+    p = tmp_path / "results" / "03_lira" / "fashion_mnist" / "results.json"
+    p.parent.mkdir(parents=True)
+    p.write_text(json.dumps({"claims": [], "effect_per_attack": effects}))
+    text = report.render(tmp_path)
+    assert "## LiRA per attack: 03_lira (fashion_mnist)" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| 5% | all | online |")]
+    assert row.startswith("| 5% | all | online | +2.5 [+1.0, +4.0] | +0.7 [+1.0, +4.0] | n/r |")
+    assert "n/r" in row and row.rstrip().endswith("| 3 |")
