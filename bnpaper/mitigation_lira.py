@@ -1,8 +1,7 @@
 """LiRA with and without the chosen setting, and LiRA's frontier, on pools trained with 05's own
 recipe (`own_recipe`: 03's way of drawing a pool of examples, 05's epochs, batch size, weight
 decay and each norm's learning rate), one pool per seed of `lira_seeds`; the pools are the unit
-(`over_pools`: an interval over pools, none from one pool). `on_03s_pool` (03's own pool and
-recipe) is kept for comparison with earlier runs.
+(`over_pools`: an interval over pools, none from one pool).
 
 LiRA's frontier is clean accuracy against LiRA AUC over lambda, beside the alternatives, with
 pools in place of seeds (per pool the mean over its targets).
@@ -19,8 +18,6 @@ import numpy as np
 from . import frontier, mia, pool_units
 from .claims import Verdict, judge
 from .stats import t_mean
-from .exposure import lira_norm_recipes
-from .mitigation import MitigationConfig
 from .variants import Lineup, Variant
 
 
@@ -46,30 +43,6 @@ class LiraComparison:
     def roc(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(fpr, tpr) of variant `name`'s membership scores, all targets pooled."""
         return mia.roc(self.scores[name].ravel(), self.keep.ravel())
-
-
-def lira_recipe(ds, p03: Mapping, norms: Sequence[str] = ()) -> pool_units.LiraRecipe:
-    """Notebook 03's shadow recipe from its resolved parameters `p03`: under the fair protocol
-    each norm's learning rate from 03's search (the same cached units 03 trained; `norms` that
-    03 does not train, e.g. a frontier's GroupNorm, searched by the same rule) and its fit level;
-    under the paper's, 03's shared recipe."""
-    return pool_units.LiraRecipe.from_params(p03, lira_norm_recipes(ds, p03, norms))
-
-
-def lira_pools(ds, p03: Mapping, mitigation: MitigationConfig) -> tuple[dict, np.ndarray, float]:
-    """Notebook 03's shadow pools at its largest outlier mix and first seed, built with 03's
-    resolved parameters `p03` exactly as 03 builds them (the same split, keep matrix, configs
-    and trainer: the very cache units 03 trained), for BN and no-BN, and the same pool with the
-    regularizer `mitigation` (same trainer: packed LeNets carry it as one-at-a-time training does).
-    Returns ({'bn', 'none', 'reg'}: ShadowPool, the pool's outlier mask, the mix); the pools come
-    from `pool_units.lira_pool`, the one definition 03 uses, with 03's norms' recipes
-    (`lira_recipe`).
-    """
-    recipe = lira_recipe(ds, p03)
-    mix, seed = max(p03["outlier_frac"]), p03["seeds"][0]
-    pools = {n: pool_units.lira_pool(ds, recipe, mix, seed, n) for n in ("bn", "none")}
-    pools["reg"] = pool_units.lira_pool(ds, recipe, mix, seed, "bn", mitigation=mitigation)
-    return pools, pool_units.lira_split(ds, recipe, mix, seed).mask.numpy(), float(mix)
 
 
 def own_recipe(p03: Mapping, p05: Mapping, n_shadows: int) -> pool_units.LiraRecipe:
@@ -194,80 +167,18 @@ def own_lira_frontier(
     }
 
 
-def lira_frontier(ds, p03: Mapping, variant: str, n_shadows: int, lineup: Lineup) -> dict:
-    """LiRA's frontier: notebook 03's pool (its largest outlier mix, first seed, 03's recipe and
-    trainer) at `n_shadows` shadows, one balanced keep matrix for all, trained for the families
-    of `lineup`: BN, every frontier setting (the regularizer over lambda, `points`), every
-    alternative and the chosen setting
-    (`pool_units.lira_pool`; the keep matrix depends on the number of shadows, so these are 03's own
-    units only when `n_shadows` is 03's). Per pool and target: LiRA
-    `variant`'s AUC on all examples and the target's clean test accuracy. The targets play the
-    seeds' part of `frontier`: `front` (`mem` is the AUC, (targets, 1 + len(points))), `alts`
-    (as `alternative_points`, without the early stop: its epoch is an oracle read per seed),
-    `chosen` (acc, auc), `n_shadows`, `mix` and `cmp` (per alternative `at_equal_accuracy`)."""
-
-    bn, points, alternatives, chosen = (
-        lineup.bn,
-        lineup.frontier,
-        lineup.alternatives,
-        lineup.chosen,
-    )
-    norms = [v.norm for v in (bn, *points, *alternatives, chosen)]
-    recipe = dataclasses.replace(lira_recipe(ds, p03, norms), n_shadows=n_shadows)
-    mix, seed = max(p03["outlier_frac"]), p03["seeds"][0]
-
-    def measure(v: Variant) -> tuple[np.ndarray, np.ndarray]:
-        trained = recipe
-        if v.weight_decay is not None:
-            trained = dataclasses.replace(recipe, weight_decay=v.weight_decay)
-        pool = pool_units.lira_pool(ds, trained, mix, seed, v.norm, mitigation=v.mit)
-        s = mia.lira(pool.phi, pool.keep, sigma_floor=p03["sigma_floor"])[variant]
-        every = {"all": np.ones(pool.keep.shape[1], bool)}
-        auc = mia.evaluate_targets(s, pool.keep, every).values["all"]["auc"]
-        return np.asarray(pool.test_acc, float), np.asarray(auc, float)
-
-    got = {v.name: measure(v) for v in dict.fromkeys([bn, *points, *alternatives, chosen])}
-    vs = [bn, *points]
-    front = frontier.frontier_of(
-        bn, points, *(np.stack([got[v.name][i] for v in vs], 1) for i in (0, 1))
-    )
-    alts = {
-        v.name: {"label": v.label, "color": v.color, "acc": got[v.name][0], "mem": got[v.name][1]}
-        for v in alternatives
-    }
-    return {
-        "front": front,
-        "alts": alts,
-        "chosen": got[chosen.name],
-        "n_shadows": n_shadows,
-        "mix": float(mix),
-        "cmp": {n: frontier.at_equal_accuracy(front, a) for n, a in alts.items()},
-    }
-
-
 def lira_frontier_rows(lf: Mapping, variant: str, **common) -> list[Verdict]:
-    """The verdict rows `05.frontier.lira` of a `lira_frontier`: per alternative its LiRA AUC minus
-    the regularizer's at its clean accuracy, t interval over pools (`own_lira_frontier`; one
-    pool: no interval) or, for 03's single pool (`lira_frontier`), over its targets."""
-    if "n_pools" in lf:
-        return frontier.frontier_rows(
-            {"lira": lf["alts"]},
-            {"lira": lf["cmp"]},
-            range(lf["n_pools"]),
-            "05.frontier.lira",
-            f"LiRA ({variant}) AUC on {lf['n_pools']} pools of 05's recipe, "
-            f"{lf['n_shadows']} shadows each (per pool the mean over its targets)",
-            "pools",
-            **common,
-        )
+    """The verdict rows `05.frontier.lira` of an `own_lira_frontier`: per alternative its LiRA
+    AUC minus the regularizer's at its clean accuracy, t interval over pools (one pool: no
+    interval)."""
     return frontier.frontier_rows(
         {"lira": lf["alts"]},
         {"lira": lf["cmp"]},
-        range(lf["n_shadows"]),
+        range(lf["n_pools"]),
         "05.frontier.lira",
-        f"LiRA ({variant}) AUC on 03's pool at {lf['n_shadows']} shadows (the targets share "
-        "one data draw and serve as each other's references)",
-        "targets",
+        f"LiRA ({variant}) AUC on {lf['n_pools']} pools of 05's recipe, "
+        f"{lf['n_shadows']} shadows each (per pool the mean over its targets)",
+        "pools",
         **common,
     )
 
@@ -339,19 +250,4 @@ def lira_row(
         pool=pool,
         regularizer=reg.mit.as_dict(),
         **common,
-    )
-
-
-def on_03s_pool(ds, p03: Mapping, chosen: Variant, variant: str) -> LiraComparison:
-    """LiRA `variant` on notebook 03's pool (`lira_pools`, 03's resolved parameters `p03`) for
-    BN ('bn'), no-BN ('none') and the chosen setting ('reg'), compared on every example group
-    (`mia.example_groups`: all, corrupted, clean), BN minus the chosen setting."""
-    from .mitigation_text import lira_pool_words
-
-    pools, mask, mix = lira_pools(ds, p03, chosen.mit)
-    groups = mia.example_groups(mask, ("corrupted", "clean"))
-    comparison = compare_lira(pools, variant, groups, "bn", "reg", sigma_floor=p03["sigma_floor"])
-    words, n_shadows = lira_pool_words(mix, p03), int(p03["n_shadows"])
-    return dataclasses.replace(
-        comparison, variant=variant, mix=mix, pool=words, n_shadows=n_shadows
     )

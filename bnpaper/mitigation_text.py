@@ -152,11 +152,6 @@ def lira_comparison_table(comparison, labels: dict[str, str]) -> str:
     return markdown_table(["model", "examples", "AUC", "TPR@1%FPR", "clean test acc."], rows)
 
 
-def lira_pool_words(mix: float, p03: dict) -> str:
-    """Notebook 03's pool in words: '10% ood outliers in 200 examples'."""
-    return f"{mix:.0%} {p03['outlier_kind']} outliers in {p03['n_train']} examples"
-
-
 def own_pool_words(mix: float, recipe, n_pools: int) -> str:
     """05's own LiRA pools in words: '3 pools of 4000 examples with 10% ood outliers, 05's recipe
     (8 epochs)'."""

@@ -168,8 +168,8 @@ def frontier_figure(
 ) -> plt.Figure:
     """Figure 2: per kind of `frontiers` (`frontier.Frontiers`) the regularizer's frontier, the
     alternatives and the chosen setting (mean over seeds, 95% t intervals); last, if given,
-    LiRA's frontier (`mitigation_lira.lira_frontier`, its targets in place of seeds; the attack
-    and the pool named as in `lira`, the `mitigation_lira.LiraComparison` on that pool)."""
+    LiRA's frontier (`mitigation_lira.own_lira_frontier`, its pools in place of seeds; the attack
+    and the pools named as in `lira`, the `mitigation_lira.LiraComparison` on those pools)."""
     kinds = list(frontiers.fronts)
     fig, axes = plots.panels(len(kinds) + bool(lira_frontier), 5.2, 4.6)
     for ax, c in zip(axes, kinds):

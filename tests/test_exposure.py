@@ -553,27 +553,28 @@ def test_the_size_sweep_ends_at_the_main_pools_whose_rows_are_the_headline():
         params.resolve("03_lira", {"size_sweep": [500, 1000, 2000, 4000], "n_train": 2000})
 
 
-def test_05s_lira_pools_are_03s_pools_from_the_shared_builder(monkeypatch):
-    """05 compares the regularizer with 03's very pools: its largest mix, first seed, 03's trainer
-    for BN and no-BN, the same BN recipe and trainer with the regularizer."""
+def test_05s_own_pools_draw_03s_examples_and_train_each_family_with_its_recipe(monkeypatch):
+    """05's LiRA pools: 03's way of drawing the pool (mix, seed), each family trained with its
+    norm's learning rate (times its lr scale) and its own weight decay, one call per family."""
     from bnpaper import mitigation_lira as ms
+    from bnpaper.variants import Variant
 
     calls = []
     monkeypatch.setattr(
         pool_units,
         "lira_pool",
-        lambda ds, p, mix, s, norm, **kw: calls.append((mix, s, norm, kw)) or norm,
+        lambda ds, r, mix, s, norm, **kw: calls.append((mix, s, norm, r.lr, kw)) or norm,
     )
     ds, mit = _dataset(), MitigationConfig("penalty", 0.1, 1.0)
-    pools, mask, mix = ms.lira_pools(
-        ds, {**P03, "outlier_frac": [0.0, 0.05, 0.1], "seeds": [4, 5]}, mit
-    )
-    assert calls == [(0.1, 4, "bn", {}), (0.1, 4, "none", {}), (0.1, 4, "bn", {"mitigation": mit})]
-    assert pools == {"bn": "bn", "none": "none", "reg": "bn"} and mix == 0.1
-    assert (
-        np.array_equal(mask, pool_units.lira_split(ds, RECIPE, 0.1, 4).mask.numpy())
-        and mask.sum() == 3
-    )
+    families = {"bn": Variant("bn"), "reg": Variant("bn", mit), "none": Variant("none")}
+    pools, mask = ms.own_pools(ds, RECIPE, {"bn": 0.005, "none": 0.05}, 0.1, 4, families)
+    assert calls == [
+        (0.1, 4, "bn", 0.005, {"mitigation": MitigationConfig()}),
+        (0.1, 4, "bn", 0.005, {"mitigation": mit}),
+        (0.1, 4, "none", 0.05, {"mitigation": MitigationConfig()}),
+    ]
+    assert pools == {"bn": "bn", "reg": "bn", "none": "none"}
+    assert np.array_equal(mask, pool_units.lira_split(ds, RECIPE, 0.1, 4).mask.numpy())
 
 
 def test_the_budgets_run_pools_as_the_unit_and_full_runs_the_papers_data_size():

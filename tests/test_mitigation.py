@@ -1,6 +1,8 @@
 """Tests of the gamma/sigma regularizer, projection and gamma decay (bnpaper.mitigation) and of
 notebook 05's experiment (variants, selection, frontier, reduction, mitigation_lira, its text)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -1050,12 +1052,13 @@ def test_05_lira_shadows_must_be_an_even_number_of_at_least_four_and_lira_lams_a
         params.validate(nb, {**d, "weight_decay": 5e-4, "strong_weight_decays": [1e-4]})
 
 
-def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_accuracy(
+def test_lira_frontier_reads_each_familys_pools_and_compares_at_equal_accuracy_over_pools(
     monkeypatch,
 ):
     """Fake pools on one keep matrix: BN leaks most, each lambda less, at falling accuracy; the
-    frontier holds per target the AUC and the accuracy; an alternative as accurate as BN and as
-    leaky meets the regularizer at BN (difference 0); the rows are over the targets."""
+    frontier holds per pool the mean AUC over its targets and the accuracy; an alternative as
+    accurate as BN and as leaky meets the regularizer at BN (difference 0); the rows are over
+    the pools."""
     from bnpaper import pool_units, shadow
 
     keep = shadow.keep_matrix(8, 300, seed=0)
@@ -1079,17 +1082,16 @@ def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_
     p03 = {
         **params.resolve("03_lira").values,
         "protocol": "paper",  # the shared recipe: no learning-rate search on this fake data
-        "n_shadows": 16,
         "outlier_frac": [0.0, 0.05],
-        "seeds": [3],
-        "sigma_floor": 1e-3,
     }
+    recipe = dataclasses.replace(pool_units.LiraRecipe.from_params(p03), n_shadows=8)
 
-    def fake(ds, recipe, mix, seed, norm, mitigation):
-        decay = None if recipe.weight_decay == p03["weight_decay"] else recipe.weight_decay
+    def fake(ds, recipe_, mix, seed, norm, mitigation):
+        decay = None if recipe_.weight_decay == recipe.weight_decay else recipe_.weight_decay
         name = variants.Variant(norm, mitigation, decay).name
-        seen.append((name, recipe.n_shadows, mix, seed))
-        return _pool(keep, noise + leak[name] * keep[..., None], [acc[name]] * 8)
+        seen.append((name, recipe_.n_shadows, mix, seed))
+        shift = 0.01 * seed  # each pool its own draw: the frontier's unit is the pool
+        return _pool(keep, noise + leak[name] * keep[..., None], [acc[name] + shift] * 8)
 
     monkeypatch.setattr(pool_units, "lira_pool", fake)
     bn, gn, chosen = (
@@ -1099,23 +1101,21 @@ def test_lira_frontier_reads_each_familys_pool_per_target_and_compares_at_equal_
     )
     pts = [variants.Variant("bn", MC("penalty", lam, 1.0)) for lam in (0.01, 0.1)]
     lineup = variants.Lineup(bn, chosen, variants.Variant("none"), pts, [gn])
-    lf = mitigation_lira.lira_frontier(None, p03, "online_fixed", 8, lineup)
-    assert {s[1:] for s in seen} == {(8, 0.05, 3)} and len(
-        seen
-    ) == 5  # every family once, 8 shadows
-    assert lf["front"]["acc"].shape == lf["front"]["mem"].shape == (8, 3)
+    lrs = {"bn": 0.05, "gn": 0.0158}
+    lf = mitigation_lira.own_lira_frontier(
+        None, recipe, lrs, 0.05, [3, 4, 5], lineup, ("online_fixed", 1e-3)
+    )
+    assert {s[1:3] for s in seen} == {(8, 0.05)} and len(seen) == 5 * 3  # each family per pool
+    assert lf["front"]["acc"].shape == lf["front"]["mem"].shape == (3, 3)  # pools x families
     auc = lf["front"]["mem"].mean(0)
     assert auc[0] > auc[1] > auc[2] and auc[2] < 0.55  # no leak: no better than chance
-    np.testing.assert_allclose(lf["chosen"][0], 0.79)
+    np.testing.assert_allclose(lf["chosen"][0], [0.82, 0.83, 0.84])
     c = lf["cmp"]["gn"]  # gn is as accurate as BN: the regularizer meets it at BN
-    np.testing.assert_allclose(c["reg_acc"], 0.80)
-    np.testing.assert_allclose(c["gap"], 0.0)
-    np.testing.assert_allclose(
-        c["diff"], lf["alts"]["gn"]["mem"] - lf["front"]["mem"][:, 0]
-    )  # BN's AUC there
+    np.testing.assert_allclose(c["gap"], 0.0, atol=1e-12)
+    np.testing.assert_allclose(c["diff"], lf["alts"]["gn"]["mem"] - lf["front"]["mem"][:, 0])
     rows = mitigation_lira.lira_frontier_rows(lf, "online_fixed", dataset="fashion_mnist")
-    assert [r["id"] for r in rows] == ["05.frontier.lira"] and rows[0]["n"] == 8
-    assert "95% t interval over 8 targets" in rows[0]["unit"] and abs(rows[0]["measured"]) < 1e-9
+    assert [r["id"] for r in rows] == ["05.frontier.lira"] and rows[0]["n"] == 3
+    assert "3 pools of 05's recipe" in rows[0]["unit"] and abs(rows[0]["measured"]) < 1e-9
 
 
 # ---------------------------------------------------------------- the method tables
