@@ -47,11 +47,12 @@ class ProgressTail:
         self.path, self.offset = Path(path), 0
 
     def records(self) -> list[dict]:
-        if not self.path.exists():
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except FileNotFoundError:  # not written yet, or removed by a cleanup racing this read
             return []
-        with open(self.path, "rb") as fh:
-            fh.seek(self.offset)
-            chunk = fh.read()
         end = chunk.rfind(b"\n") + 1
         self.offset += end
         return [json.loads(line) for line in chunk[:end].splitlines() if line.strip()]
