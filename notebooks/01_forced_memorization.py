@@ -61,7 +61,7 @@ clean_level = 0.85  # clean training accuracy at which speed and its cost are re
 n_train = 4000  # training samples drawn from the training set (seeded)
 n_test = 2000  # clean test samples used for test accuracy
 protocol = "fair"  # fair (each norm its own lr, chosen on validation, trained to fit) | paper
-lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (>= 5, >= 1.5 decades)
+lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (5+, 1.5+ decades)
 n_val = 1000  # fair: validation images held out of the training set for the search
 lr_seeds = [0]  # fair: seeds of the search (one model per norm, lr and seed)
 fit_level = 0.99  # fair: each model trains until its clean training accuracy reaches it, in (0, 1]

@@ -67,11 +67,11 @@ norms = ["bn", "none"]  # must include "bn" and "none"; "gn", "bn_noaffine" as c
 outlier_frac = [0.0, 0.01, 0.05]  # outlier mixes (share of the pool); the paper: 0, 0.01, 0.05
 outlier_kind = "flip"  # flip (label flipped to another class) | ood (foreign images)
 ood_source = "digits"  # OOD images: noise | digits | mnist | fashion_mnist | cifar10 | cifar100
-n_train = 2500  # pool size N (each shadow on N/2: 1,250 non-members per target, >= 1,000)
+n_train = 2500  # pool size N (each shadow on N/2: 1,250 non-members per target, at least 1,000)
 n_test = 1000  # clean test images: test accuracy and RMIA's population samples
 n_shadows = 16  # models per norm and pool (even); each is in turn the target (the paper's 16)
 protocol = "fair"  # fair: each norm its own lr, trained to fit | paper: the paper's protocol
-lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (>= 5, >= 1.5 decades)
+lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (5+, 1.5+ decades)
 n_val = 1000  # fair: held-out training images each norm's lr is chosen on (claims.yaml's rule)
 lr_seeds = [0]  # fair: search models per (norm, lr), on n_train // 2 clean images (a shadow's)
 fit_level = 0.99  # fair: a shadow stops once its clean accuracy on its IN examples reaches it

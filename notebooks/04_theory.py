@@ -61,7 +61,7 @@ n_test = 2000  # clean test samples (test accuracy next to gamma/sigma)
 noise_frac = 0.1  # share of flipped labels in the trained networks' data
 batch_size = 128  # SGD mini-batch size of the trained networks
 protocol = "fair"  # fair (BN's own lr, chosen on validation, trained to fit) | paper
-lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per arch (>= 5, >= 1.5 decades)
+lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per arch (5+, 1.5+ decades)
 n_val = 1000  # fair: validation images held out of the training set for the search
 lr_seeds = [0]  # fair: seeds of the search (one model per arch, lr and seed)
 fit_level = 0.99  # fair: each network trains until its clean training accuracy reaches it

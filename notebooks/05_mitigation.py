@@ -65,7 +65,7 @@ selection_seeds = [100, 101, 102]  # selection seeds: candidates train here (dis
 n_val = 2000  # validation images held out of the training set (lr search and selection)
 batch_size = 64  # SGD mini-batch size
 protocol = "fair"  # fair (each norm its own lr, chosen on validation data) | paper (one lr)
-lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (>= 5, >= 1.5 decades)
+lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (5+, 1.5+ decades)
 lr_seeds = [0]  # fair: seeds of the search (one model per norm, lr and seed)
 fit_level = 0.99  # fair: a search model stops once its clean training accuracy reaches it
 lr = 0.05  # paper: every norm's peak learning rate (cosine schedule, momentum 0.9)
@@ -85,7 +85,7 @@ lira = True  # LiRA with and without the chosen setting, and LiRA's frontier
 # below 64 shadows Carlini et al. advise fixed variance: online_fixed | online | offline(_fixed)
 lira_variant = "online_fixed"
 lira_seeds = [0, 1, 2]  # one LiRA pool per seed (03's pool drawing, 05's recipe): the unit
-lira_shadows = 8  # shadows per family and pool (even, >= 4); 8 x 3 pools fits the quick budget
+lira_shadows = 8  # shadows per family and pool (even, 4+); 8 x 3 pools fits the quick budget
 # LiRA frontier's lambdas, a subset of lams (the chosen setting is measured beside): two, so
 # that 11 families x 3 pools x 8 shadows fit the quick budget (about 4 M training samples)
 lira_lams = [1.6e-3, 2.5e-2]

@@ -62,3 +62,20 @@ def test_a_budget_whose_size_sweep_spans_less_than_8x_is_refused(tmp_path, monke
     with pytest.raises(ConfigError, match=r"size_sweep=\[64, 128, 256, 500\] .*spans only 7.81x"):
         params.resolve("03_lira", {"budget": "ci"})
     assert params.resolve("03_lira", {"size_sweep": []}).values["size_sweep"] == []
+
+
+@pytest.mark.parametrize("nb", config.NOTEBOOKS)
+def test_papermill_reads_every_default_of_the_parameters_cell(nb):
+    """papermill's own inspection (used for `--help-notebook` and its unknown-parameter warning)
+    skips a line with a second '=' (say, '>=' in a comment): every default the package reads must
+    also be one papermill reads, so `-p name value` never warns that `name` is unknown."""
+    import nbformat
+    from papermill.translators import PythonTranslator
+
+    path = config.repo_root() / "notebooks" / f"{nb}.py"
+    text = path.read_text()
+    start = text.find('tags=["parameters"]')
+    body = text[text.index("\n", start) + 1 :]
+    cell = body[: body.find("\n# %%")]
+    seen = {p.name for p in PythonTranslator.inspect(nbformat.v4.new_code_cell(cell))}
+    assert seen == set(params.defaults(nb))
