@@ -96,37 +96,52 @@ def toy_rows(ratio: sp.Expr, probes: ProbeStudy, fb: FeedbackStudy, **common) ->
     return [derived, agreement, exact, finite, share, gamma, loop_verdict(rise, gamma, fb)]
 
 
+def unfitted(row: Verdict, censored: list[bool]) -> Verdict:
+    """`row` read as inconclusive when any of its networks hit the epoch cap below the fit level
+    (censored): the claims are about trained networks, and a network that has not fitted its
+    data tests them neither way."""
+    n = sum(censored)
+    if not n:
+        return row
+    why = f"{n} of {len(censored)} networks hit the epoch cap unfitted (censored), not read at fit"
+    return row.with_verdict("inconclusive", why)
+
+
 def network_rows(study: TrainedStudy, noise_frac: float, **common) -> list[Verdict]:
     """Per architecture the share of a network's channels with |gamma|/sigma > 1, then per
-    architecture with clean-label twins |gamma| flipped / clean labels (intervals over seeds)."""
+    architecture with clean-label twins |gamma| flipped / clean labels (intervals over seeds).
+    A row with a censored network reads inconclusive (`unfitted`)."""
     rows = []
     for arch in study.archs:  # the unit is a network: its share of channels, an interval over seeds
         e = study.most_channels(arch)
         rows.append(
-            judge(
-                "04.most_channels",
-                e,
-                arch=arch,
-                **common,
-                clean_test_acc={"bn": study.test_acc(arch)},
-                unit=theory_text.most_channels_unit(study, e, arch),
-                **study.most_fields(arch),
+            unfitted(
+                judge(
+                    "04.most_channels",
+                    e,
+                    arch=arch,
+                    **common,
+                    clean_test_acc={"bn": study.test_acc(arch)},
+                    unit=theory_text.most_channels_unit(study, e, arch),
+                    **study.most_fields(arch),
+                ),
+                study.censored(arch),
             )
         )
     for arch in study.clean_archs():  # pairs of networks from one seed: same init, images, order
         e = study.gamma_ratio(arch)
         acc = {"bn": study.test_acc(arch), "bn_clean_labels": study.test_acc(arch, "none")}
-        rows.append(
-            judge(
-                "04.gamma_noisy_vs_clean",
-                e,
-                arch=arch,
-                **common,
-                unit=theory_text.gamma_ratio_unit(noise_frac, e),
-                **study.gamma_fields(arch),
-                clean_test_acc=acc,
-            )
+        row = judge(
+            "04.gamma_noisy_vs_clean",
+            e,
+            arch=arch,
+            **common,
+            unit=theory_text.gamma_ratio_unit(noise_frac, e),
+            **study.gamma_fields(arch),
+            clean_test_acc=acc,
         )
+        both = [a or b for a, b in zip(study.censored(arch), study.censored(arch, "none"))]
+        rows.append(unfitted(row, both))
     return rows
 
 

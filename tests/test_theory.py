@@ -217,3 +217,22 @@ def test_04_parameters_check_the_fair_search_per_arch_and_the_decay_study():
         params.resolve("04_theory", {"budget": "ci", "lr_grid": [0.01, 0.02, 0.03, 0.04, 0.05]})
     with pytest.raises(ConfigError, match=r"n_train\[lenet\]"):
         params.resolve("04_theory", {"budget": "ci", "n_val": 59600})
+
+
+def test_a_network_row_with_a_censored_network_reads_inconclusive_and_says_why(networks):
+    """04's trained-network claims are about networks that fitted their data: one network that hit
+    the epoch cap unfitted turns the row inconclusive, whatever the interval says, and the note
+    counts the censored networks; with none censored the row keeps its verdict."""
+    fitted = theory.network_rows(networks, 0.1, dataset="mnist", budget="ci")
+    nets = {k: dict(v) for k, v in networks.nets.items()}
+    nets["lenet", "none", 1]["censored"] = True  # a clean-label twin: only the gamma row uses it
+    twin = gamma_sigma.TrainedStudy(nets, ["lenet"], [0, 1])
+    most, gamma = theory.network_rows(twin, 0.1, dataset="mnist", budget="ci")
+    assert (most.verdict, most.magnitude) == (fitted[0].verdict, fitted[0].magnitude)
+    assert gamma.verdict == "inconclusive" and "1 of 2 networks" in gamma.magnitude
+    nets["lenet", "flip", 0]["censored"] = True
+    both = gamma_sigma.TrainedStudy(nets, ["lenet"], [0, 1])
+    most, gamma = theory.network_rows(both, 0.1, dataset="mnist", budget="ci")
+    assert most.verdict == "inconclusive" and "1 of 2 networks hit the epoch cap" in most.magnitude
+    assert gamma.verdict == "inconclusive" and "2 of 2 networks" in gamma.magnitude
+    assert most.measured == fitted[0].measured
