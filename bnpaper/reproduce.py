@@ -86,6 +86,14 @@ def plan(
     out = {}
     for nb in notebooks:
         explicit = {"dataset": dataset, "budget": budget, **per[nb]}
+        defaults = params.defaults(nb)
+        for key, value in per[nb].items():
+            if isinstance(value, str) and isinstance(defaults.get(key), (list, dict)):
+                shape = f"[{value}]" if isinstance(defaults[key], list) else "{key: value, ...}"
+                raise ConfigError(
+                    f"{nb}: {key}={value!r} must be a {type(defaults[key]).__name__}, got a "
+                    f"string; on the command line write it as YAML: -p '{nb[:2]}.{key}={shape}'"
+                )
         params.resolve(nb, explicit)
         out[nb] = explicit
     return out

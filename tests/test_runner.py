@@ -424,3 +424,16 @@ def test_the_runners_kernel_runs_without_the_unencrypted_tcp_warning(tmp_path, m
     reproduce.execute(NB, {}, tmp_path / "out.ipynb", log=lambda line: None)
     assert warning not in capfd.readouterr().err
     assert nbformat.read(str(tmp_path / "out.ipynb"), 4).cells[-1].outputs[0]["text"] == "42\n"
+
+
+def test_a_list_parameter_given_as_a_string_on_the_command_line_is_refused_before_any_run():
+    """`-p 01.corruption=flip` parses as the string 'flip', where 01 wants a list: the plan refuses
+    it in one line that says how to write it on this command line, before any kernel starts."""
+    with pytest.raises(
+        ConfigError,
+        match=r"01_forced_memorization: corruption='flip' must be a list, got a string; "
+        r"on the command line write it as YAML: -p '01\.corruption=\[flip\]'",
+    ):
+        reproduce.plan("fashion_mnist", "ci", ["01"], {"01.corruption": "flip"})
+    todo = reproduce.plan("fashion_mnist", "ci", ["01"], {"01.corruption": ["flip"]})
+    assert todo["01_forced_memorization"]["corruption"] == ["flip"]
