@@ -428,18 +428,21 @@ class DecayStudy:
             [[net_medians(self.nets[d, s])[key] for s in self.seeds] for d in self.decays]
         )
 
+    def _spearman_per_seed(self, key: str) -> list[float]:
+        """Per seed: Spearman's rank correlation over the decays of memorization and reading
+        `key` (NaN where either does not vary)."""
+        mem, val = self.memorization(), self.measure(key)
+        return [spearman(mem[:, j], val[:, j]) for j in range(len(self.seeds))]
+
     def rank_correlations(self, key: str) -> list[float]:
         """Per seed: Spearman's rank correlation over the decays of memorization and reading
         `key`; a seed whose memorization (or reading) does not vary has no rank to follow and
         counts 0 (no agreement)."""
-        mem, val = self.memorization(), self.measure(key)
-        out = [spearman(mem[:, j], val[:, j]) for j in range(len(self.seeds))]
-        return [0.0 if math.isnan(r) else r for r in out]
+        return [0.0 if math.isnan(r) else r for r in self._spearman_per_seed(key)]
 
     def unranked(self, key: str) -> int:
         """Seeds whose memorization or reading `key` does not vary over the decays (no rank)."""
-        mem, val = self.memorization(), self.measure(key)
-        return sum(math.isnan(spearman(mem[:, j], val[:, j])) for j in range(len(self.seeds)))
+        return sum(math.isnan(r) for r in self._spearman_per_seed(key))
 
     def tracking(self, key: str) -> Estimate:
         """Mean over seeds of `rank_correlations(key)`, t interval over seeds (04.tracks)."""
