@@ -141,6 +141,7 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         **_FAIR,
         "fit_levels": number_list(0.0, 1.0, lo_open=True),  # each at most fit_level: _cross_01
         "effective_lr": number_list(0.0, 100.0, min_len=0, lo_open=True),
+        "lr_curve": choice_list(("flip", "ood", "rare"), min_len=0),  # within corruption: _cross_01
     },
     "02_gradient_dynamics": {
         **_DATA,
@@ -336,6 +337,13 @@ def _cross_01(p: dict) -> None:
             not fast,
             f"effective_lr={p['effective_lr']!r}: {fast} times the largest lr of lr_grid exceeds "
             "10; allowed: factors whose raised learning rate stays at most 10",
+        )
+        kinds = [p["corruption"]] if isinstance(p["corruption"], str) else p["corruption"]
+        extra = [k for k in p["lr_curve"] if k not in kinds]
+        require(
+            not extra,
+            f"lr_curve={p['lr_curve']!r} has {extra}, not in corruption={p['corruption']!r}; "
+            "allowed: kinds that corruption trains (the curve reuses their subsets), or []",
         )
 
 

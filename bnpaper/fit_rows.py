@@ -119,7 +119,7 @@ def histories_of(jobs: Mapping, results: Sequence, norms: Sequence[str]) -> tupl
     return out, diverged
 
 
-def _what(corr: str) -> str:
+def what(corr: str) -> str:
     if corr == "rare":
         return "memorization (train minus held-out accuracy of the rare class)"
     return "memorization (accuracy on the corrupted labels)"
@@ -136,7 +136,7 @@ def _censored_note(comp: Comparison, a: str, b: str) -> str:
     )
 
 
-def _judge(claim_id: str, comp: Comparison, unit: str, compared=("bn", "none"), **kw) -> Verdict:
+def judged(claim_id: str, comp: Comparison, unit: str, compared=("bn", "none"), **kw) -> Verdict:
     names = [NAME.get(n, n) for n in compared]
     return claims.judge(
         claim_id,
@@ -169,17 +169,17 @@ def verdict_rows(
         kw = dict(corruption=corr, subset=SUBSET[corr], fit_level=f"{fit_level:.0%}", **common)
         bn, none = by_norm(histories, corr, "bn", seeds), by_norm(histories, corr, "none", seeds)
         for comp in matched_fit.level_rows(bn, none, levels):
-            unit = f"BN minus no-BN, {_what(corr)} at {comp.at:.0%} clean training accuracy"
-            rows.append(_judge(f"01.fit.{corr}", comp, unit, level=f"{comp.at:.0%}", **kw))
+            unit = f"BN minus no-BN, {what(corr)} at {comp.at:.0%} clean training accuracy"
+            rows.append(judged(f"01.fit.{corr}", comp, unit, level=f"{comp.at:.0%}", **kw))
         end = matched_fit.convergence_row(bn, none, fit_level, cap)
-        unit = f"BN minus no-BN, {_what(corr)} at the end of training (trained to fit)"
-        rows.append(_judge(f"01.converged.{corr}", end, unit, **kw))
+        unit = f"BN minus no-BN, {what(corr)} at the end of training (trained to fit)"
+        rows.append(judged(f"01.converged.{corr}", end, unit, **kw))
         for ctrl in (n for n in CONTROLS if n in norms):
             other = by_norm(histories, corr, ctrl, seeds)
             end = matched_fit.convergence_row(other, none, fit_level, cap)
-            unit = f"{NAME[ctrl]} minus no-BN, {_what(corr)} at the end of training"
+            unit = f"{NAME[ctrl]} minus no-BN, {what(corr)} at the end of training"
             rows.append(
-                _judge(f"01.converged.control.{ctrl}", end, unit, compared=(ctrl, "none"), **kw)
+                judged(f"01.converged.control.{ctrl}", end, unit, compared=(ctrl, "none"), **kw)
             )
     return rows
 
@@ -204,9 +204,9 @@ def arm_rows(
                 continue  # a diverged model: no reading for this factor (the notebook says so)
             raised = by_norm(histories, corr, arm_norm(f), seeds)
             end = matched_fit.convergence_row(bn, raised, fit_level, cap)
-            unit = f"BN minus no-BN at {f:g}x its learning rate, {_what(corr)}, end of training"
+            unit = f"BN minus no-BN at {f:g}x its learning rate, {what(corr)}, end of training"
             rows.append(
-                _judge(
+                judged(
                     "01.converged.efflr",
                     end,
                     unit,

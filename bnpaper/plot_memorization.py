@@ -293,3 +293,58 @@ def matched_fit_figure(
     fig.tight_layout()
     figure_legend(fig, axes, title=band_title + "; dotted: the levels the verdicts read", ncol=5)
     return fig
+
+
+def _lr_series(ax: plt.Axes, pts: Sequence, values: str, norm: str) -> None:
+    """One norm's points of `lr_dependence.points` on `ax`: the mean of `values` per rate over the
+    runs that trained, a 95% t bar for memorization, the chosen rate ringed, hollow where a run
+    hit the cap unfitted, a cross at the axis' foot where a run diverged."""
+    mine = [p for p in pts if p.norm == norm]
+    lrs = np.array([p.lr for p in mine])
+    if values == "memorization":
+        est = [p.estimate for p in mine]
+        mean = np.array([e.value for e in est])
+        err = np.array([[e.value - e.lo, e.hi - e.value] for e in est]).T
+    else:
+        mean = np.array([np.nanmean(p.test_acc) if p.runs > p.diverged else np.nan for p in mine])
+        err = None
+    ax.plot(lrs, mean, color=color(norm), label=label(norm))
+    fitted = np.array([p.fitted == p.runs for p in mine])
+    for full, face in ((True, color(norm)), (False, "white")):
+        sel = fitted == full
+        ax.errorbar(
+            lrs[sel],
+            mean[sel],
+            yerr=None if err is None else err[:, sel],
+            fmt="o",
+            color=color(norm),
+            mfc=face,
+            capsize=3,
+        )
+    chosen = np.array([p.chosen for p in mine])
+    ax.plot(lrs[chosen], mean[chosen], "o", ms=14, mfc="none", color=color(norm))
+    gone = lrs[[p.diverged > 0 for p in mine]]
+    if len(gone):
+        ax.plot(gone, np.full(len(gone), ax.get_ylim()[0]), "x", color=color(norm), ms=9)
+
+
+def lr_curve_figure(points: dict, titles: dict, band_title: str) -> plt.Figure:
+    """Per corruption kind of `points` ({kind: `lr_dependence.points`}), memorization at the end
+    of training (trained to fit) against the learning rate and clean test accuracy against it,
+    BN and no-BN on each panel (see `_lr_series`)."""
+    fig, axes = panels(2 * len(points), height=3.8)
+    for i, (kind, pts) in enumerate(points.items()):
+        left, right = axes[2 * i], axes[2 * i + 1]
+        for norm in dict.fromkeys(p.norm for p in pts):
+            _lr_series(left, pts, "memorization", norm)
+            _lr_series(right, pts, "test_acc", norm)
+        left.set(title=titles[kind], ylabel=MEMORIZATION_YLABEL[kind])
+        right.set(title=f"{titles[kind]}\nclean test accuracy", ylabel="clean test accuracy")
+        for ax in (left, right):
+            ax.set_xscale("log")
+            ax.set_xlabel("peak learning rate (trained to fit)")
+            plain_log_axis(ax, "x")
+    fig.tight_layout()
+    note = "; bars: 95% t interval over seeds; ringed: chosen; hollow: censored; x: diverged"
+    figure_legend(fig, axes, title=band_title.split(";")[0] + note, ncol=2)
+    return fig

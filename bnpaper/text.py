@@ -522,3 +522,60 @@ def effective_lr_reading(rows: list) -> list[str]:
             says = "not separated at this budget"
         out.append(f"{head}; against no-BN at {', '.join(parts)} -> {says}")
     return out
+
+
+def _finite_mean(values) -> float:
+    """The mean of the finite entries of `values` (NaN when none is)."""
+    ok = [v for v in values if v == v]
+    return sum(ok) / len(ok) if ok else float("nan")
+
+
+def lr_points_table(points: dict, fit_level: float) -> str:
+    """Notebook 01's learning-rate curve ({kind: `lr_dependence.points`}) as a table: per kind,
+    norm and rate, memorization at the end of training (mean and 95% t interval over seeds), the
+    runs that fitted, the epochs used and clean training and test accuracy (means over the runs
+    that trained)."""
+    from .plots import label
+
+    rows = []
+    for kind, pts in points.items():
+        for p in pts:
+            e = p.estimate
+            interval = f"[{e.lo:.3f}, {e.hi:.3f}]" if e.lo == e.lo else "n/a"
+            fitted = f"{p.fitted}/{p.runs}" + (f", {p.diverged} diverged" if p.diverged else "")
+            rows.append(
+                [
+                    kind,
+                    label(p.norm),
+                    f"{p.lr:g}" + (" (chosen)" if p.chosen else ""),
+                    f"{e.value:.3f} {interval}",
+                    fitted,
+                    f"{_finite_mean(p.epochs):.1f}",
+                    f"{_finite_mean(p.train_acc):.3f}",
+                    f"{_finite_mean(p.test_acc):.3f}",
+                ]
+            )
+    head = ["kind", "model", "lr", "memorization at the end", "fitted", "epochs"]
+    head += ["clean train", "clean test"]
+    return markdown_table(head, rows) + (
+        f"\n\n*Each model trained until its clean training accuracy reached {fit_level:g} or the "
+        "epoch cap (then it is not fitted); means and 95% t intervals over seeds.*"
+    )
+
+
+def lr_dependence_reading(rows: list) -> list[str]:
+    """Per corruption kind, what notebook 01's learning-rate curve says (its rows `01.lr.bn` and
+    `01.lr.none`, `claims.Verdict` after the family's correction): at how many of BN's grid rates
+    BN's excess over no-BN at its chosen rate holds, and against how many of no-BN's grid rates
+    BN at its chosen rate keeps it."""
+    out = []
+    curve = [r for r in rows if r.id in ("01.lr.bn", "01.lr.none")]
+    for kind in dict.fromkeys(r.fields["corruption"] for r in curve):
+        parts = []
+        for cid, who in (("01.lr.bn", "BN at lr"), ("01.lr.none", "no-BN at lr")):
+            mine = [r for r in curve if r.id == cid and r.fields["corruption"] == kind]
+            held = [r for r in mine if r.verdict == "supported"]
+            each = ", ".join(f"{r.fields['lr']} {r.measured:+.3f} ({r.verdict})" for r in mine)
+            parts.append(f"{who}: BN's excess holds at {len(held)} of {len(mine)} ({each})")
+        out.append(f"{kind}: " + "; ".join(parts))
+    return out

@@ -63,10 +63,11 @@ n_test = 2000  # clean test samples used for test accuracy
 protocol = "fair"  # fair (each norm its own lr, chosen on validation, trained to fit) | paper
 lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (5+, 1.5+ decades)
 n_val = 1000  # fair: validation images held out of the training set for the search
-lr_seeds = [0]  # fair: seeds of the search (one model per norm, lr and seed)
+lr_seeds = [0, 1, 2]  # fair: seeds of the search (one model per norm, lr and seed)
 fit_level = 0.99  # fair: each model trains until its clean training accuracy reaches it, in (0, 1]
 fit_levels = [0.95, 0.98, 0.99]  # fair: clean training accuracies the matched-fit rows read
 effective_lr = [2.0]  # fair: no-BN also trained at these multiples of its lr ([]: none)
+lr_curve = ["flip"]  # fair: kinds on which BN and no-BN also train at every lr of lr_grid
 epochs = 40  # epoch cap (fair: a model stops earlier once fitted) | the epochs (paper)
 seeds = [0, 1, 2, 3]  # one run per seed and norm; data subset and corruption follow the seed
 batch_size = 128  # SGD mini-batch size
@@ -91,8 +92,8 @@ run = notebook.start(globals(), "01_forced_memorization")
 # NBVAL_IGNORE_OUTPUT
 from IPython.display import Markdown, display
 
-from bnpaper import claims, data, fit_rows, memorization, plot_memorization, plot_recipes, plots
-from bnpaper import recipes, text, units
+from bnpaper import claims, data, fit_rows, lr_dependence, memorization, plot_memorization
+from bnpaper import plot_recipes, plots, recipes, text, units
 
 plots.use_style()
 ds = data.load_dataset(dataset, download=download)
@@ -138,6 +139,22 @@ for corr in corruption:
             jobs[corr, fit_rows.arm_norm(factor), seed] = units.Job(split, cfg)
 
 # %% [markdown]
+# **The learning-rate curve.** Validation accuracy can barely move over the grid while
+# memorization does, so on the kinds of `lr_curve` BN and no-BN also train to fit at every other
+# rate of `lr_grid`, on the same subsets and seeds (fair protocol only).
+
+# %%
+curve_kinds = lr_curve if protocol == "fair" else []
+chosen_lrs = {norm: chosen.lr(norm) for norm in lr_dependence.COMPARED}
+for corr in curve_kinds:
+    for seed in seeds:
+        split = jobs[corr, "bn", seed].split
+        for norm, rate in lr_dependence.extra_points(chosen_lrs, lr_grid):
+            cfg = chosen.config(norm, seed=seed, lr=rate)
+            name = lr_dependence.key(norm, rate, chosen_lrs[norm])
+            jobs[corr, name, seed] = units.Job(split, cfg)
+
+# %% [markdown]
 # Each trained model is a cached unit: a re-run re-renders in seconds and trains only the models
 # not yet cached. LeNets train packed (`trainer`): one packed model per norm holds every
 # corruption and seed, each member equal to its own training run up to float rounding.
@@ -147,7 +164,7 @@ for corr in corruption:
 descs = [f"{corr} {norm} seed {seed}" for corr, norm, seed in jobs]
 results = units.trained_or_diverged(list(jobs.values()), trainer, descs=descs)
 histories, diverged = fit_rows.histories_of(jobs, results, norms)
-print(f"{len(histories)} models ready; diverged (effective-lr arm): {diverged or 'none'}")
+print(f"{len(histories)} models ready; diverged (effective-lr arm, lr curve): {diverged or 'none'}")
 
 # %% [markdown]
 # The histories are read paired by seed; each model's final clean test accuracy goes into the
@@ -196,6 +213,23 @@ fit_curves = fit_rows.curves(histories, corruption, norms, seeds)
 arm = fit_rows.arm_curves(histories, corruption, effective_lr, seeds)
 fig = plot_memorization.matched_fit_figure(fit_curves, arm, fit_levels, titles, band)
 run.figure(fig, "memorization_at_fit")
+
+# %% [markdown]
+# ## Figure 2b: memorization at fit against the learning rate
+# Left: each model's memorization at the end of training (trained to fit) at every rate of the
+# grid, BN and no-BN (mean over seeds, bar: 95% t interval; ringed: the chosen rate; hollow: a
+# run hit the epoch cap unfitted; a cross at the foot: a run diverged). Right: clean test
+# accuracy, the utility the search chose on. If BN's curve lies above no-BN's at every rate,
+# BN's excess does not hang on the chosen rates.
+
+# %%
+lr_points = {}
+for corr in curve_kinds:
+    lr_points[corr] = lr_dependence.points(histories, corr, chosen_lrs, lr_grid, seeds, fit_level)
+if lr_points:
+    fig = plot_memorization.lr_curve_figure(lr_points, titles, band)
+    run.figure(fig, "memorization_vs_lr")
+    display(Markdown(text.lr_points_table(lr_points, fit_level)))
 
 # %% [markdown]
 # ## Figure 3: the rare class, trained vs held out
@@ -300,6 +334,9 @@ if protocol == "fair":
     rows += fit_rows.arm_rows(
         histories, corruption, effective_lr, seeds, fit_level, epochs, **common
     )
+    rows += lr_dependence.rows(
+        histories, curve_kinds, chosen_lrs, lr_grid, seeds, fit_level, epochs, **common
+    )
 
 # %% [markdown]
 # **The paper's readings, over epochs.** First the typical samples, per seed averaged over the
@@ -325,10 +362,18 @@ rows = claims.correct(rows)  # each row within its verdict family (claims.yaml `
 # %%
 key_figures = ["memorization_curves", "typical_speed"] + (["controls"] if controls else [])
 key_figures = ["memorization_at_fit"] * (protocol == "fair") + key_figures
+key_figures += ["memorization_vs_lr"] * bool(lr_points)
+
+# %% [markdown]
+# Saved beside them: each norm's recipe, the epochs each model used, the learning-rate curve's
+# points and the verdict rows.
+
+# %%
 run.save(
     {
         "recipes": chosen.as_dict(),
         "epochs_used": used,
+        "lr_curve": {c: [p.as_dict() for p in pts] for c, pts in lr_points.items()},
         "summary": summary,
         "claims": rows,
         "key_figures": notebook.figure_paths(run, key_figures),
@@ -359,6 +404,8 @@ prefix = "01.converged.control." if protocol == "fair" else "01.control."
 print("\n".join(f"- {line}" for line in text.controls_reading(rows, prefix)))
 print("Effective learning rate (does a larger no-BN step memorize like BN at matched fit?):")
 print("\n".join(f"- {line}" for line in text.effective_lr_reading(rows)))
+print("Learning-rate curve (does BN's excess hold at every rate of the grid?):")
+print("\n".join(f"- {line}" for line in text.lr_dependence_reading(rows)))
 print(
     "Paper: BN speeds up learning of typical samples and makes networks memorize atypical "
     "samples faster and more strongly."

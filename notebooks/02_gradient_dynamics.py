@@ -66,7 +66,7 @@ protocol = "fair"  # fair: each norm its own lr (chosen on held-out data), train
 # paper: the paper's protocol, every norm at `lr` for exactly `epochs` epochs (no search, no fit)
 lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (5+, 1.5+ decades)
 n_val = 1000  # fair: held-out training images the lr is chosen on (never trained on)
-lr_seeds = [0]  # fair: seeds of the lr search (one clean model per norm, lr and seed)
+lr_seeds = [0, 1, 2]  # fair: seeds of the lr search (one clean model per norm, lr and seed)
 fit_level = 0.99  # fair: each model trains until its clean training accuracy reaches it
 fit_levels = [0.95, 0.98, 0.99]  # clean training accuracies the matched-fit rows are read at
 epochs = 40  # fair: the epoch cap (a model that hits it unfitted is censored); paper: epochs

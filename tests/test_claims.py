@@ -285,6 +285,7 @@ def test_exploratory_rows_read_supported_or_not_supported_never_reproduced():
         "corruption": "flip",
         "n_nonmembers": 1000,
         "fit_level": "99%",
+        "lr": "0.05",
         "acc_tolerance": 0.01,
         **FIT,
     }
