@@ -466,3 +466,22 @@ def test_the_glance_table_keeps_readings_of_one_claim_apart_and_the_aggregate_po
     # the aggregate reads both levels as one claim and case: a cell holds when every one does
     (agg,) = results_tables.aggregates(tmp_path)
     assert agg.case == "flip" and "1 other reading" in agg.claim
+
+
+def test_the_readme_names_every_rate_of_the_learning_rate_curve_with_its_verdict():
+    def row(cid, lr, v, verdict):
+        return {"id": cid, "corruption": "flip", "lr": lr, "measured": v, "verdict": verdict}
+
+    claims_ = [
+        row("01.lr.bn", "0.005", -0.024, "inconclusive"),
+        row("01.lr.bn", "0.05", 0.32, "supported"),
+        row("01.lr.none", "0.158", 0.1, "not supported"),
+        {"id": "01.converged.flip", "corruption": "flip", "measured": 0.2},
+    ]
+    note = report.lr_dependence_note(claims_)
+    assert note.startswith("How far the flip verdict at matched fit depends on the two learning")
+    assert "supported at 1 of 2 rates (0.005: -0.024 (inconclusive), 0.05: 0.320 (supported))" in (
+        note
+    )
+    assert "no-BN at another one, supported at 0 of 1 rates (0.158: 0.100 (not supported))" in note
+    assert report.lr_dependence_note(claims_[-1:]) == ""
