@@ -7,9 +7,12 @@ BN and no-BN therefore also train to fit at every rate of the search grid, on th
 subsets and seeds. Per (kind, norm, rate) `points` gives the memorization at the end of training,
 clean training and test accuracy, and how many runs fitted or diverged. The rows (exploratory,
 family `lr_dependence` in claims.yaml) compare at matched fit, paired over seeds:
-- `01.lr.bn`: BN trained at each grid rate minus no-BN at its chosen rate;
-- `01.lr.none`: BN at its chosen rate minus no-BN trained at each grid rate.
-The chosen rate's point is the judged run itself (`01.converged.<kind>`), not trained twice.
+- `01.lr.bn`: BN trained at each other grid rate minus no-BN at its chosen rate;
+- `01.lr.none`: BN at its chosen rate minus no-BN trained at each other grid rate.
+The chosen rates' point is the judged run itself: its row is `01.converged.<kind>` (judged in its
+own family), neither trained nor judged twice. A rate where a run diverged gives no row. The
+rows re-read the seeds and subsets of the judged runs, so they describe how far the judged
+comparison depends on the two rates; they are no independent replication of it.
 Compute only: histories in, frozen dataclasses and verdict rows out.
 """
 
@@ -36,8 +39,12 @@ def key(norm: str, lr: float, chosen: float) -> str:
 
 def extra_points(chosen: Mapping[str, float], grid: Sequence[float]) -> list[tuple[str, float]]:
     """The (norm, learning rate) pairs to train beyond the judged runs: every grid rate of each
-    compared norm but its chosen one (`chosen`: {norm: chosen rate})."""
-    return [(n, lr) for n in COMPARED for lr in grid if lr != chosen[n]]
+    compared norm but its chosen one (`chosen`: {norm: chosen rate}, each a rate of `grid`), in
+    increasing rate."""
+    off = {n: lr for n, lr in chosen.items() if n in COMPARED and lr not in grid}
+    if off:
+        raise ValueError(f"chosen learning rates {off} are not rates of the grid {list(grid)}")
+    return [(n, lr) for n in COMPARED for lr in sorted(grid) if lr != chosen[n]]
 
 
 @dataclass(frozen=True)
@@ -89,11 +96,6 @@ class LrPoint:
         }
 
 
-def _mean_or_nan(values: Sequence[float]) -> float:
-    vals = np.asarray(values, float)
-    return float(vals[np.isfinite(vals)].mean()) if np.isfinite(vals).any() else float("nan")
-
-
 def points(
     histories: Mapping,
     kind: str,
@@ -102,11 +104,11 @@ def points(
     seeds: Sequence[int],
     fit_level: float,
 ) -> list[LrPoint]:
-    """Every (norm, grid rate) of `kind`, BN's first, in grid order (see `LrPoint`). A run
+    """Every (norm, grid rate) of `kind`, BN's first, in increasing rate (see `LrPoint`). A run
     missing from `histories` diverged."""
     out = []
     for norm in COMPARED:
-        for lr in grid:
+        for lr in sorted(grid):
             hs = [histories.get((kind, key(norm, lr, chosen[norm]), s)) for s in seeds]
             runs = [fit_rows.trajectories([h], kind)[0] if h else None for h in hs]
             nan = float("nan")
@@ -142,34 +144,27 @@ def rows(
     cap: int,
     **common,
 ) -> list[Verdict]:
-    """Per kind, `01.lr.bn` at each grid rate where no BN run diverged, then `01.lr.none` at
-    each grid rate where no no-BN run diverged (see the module docstring), judged at matched fit
-    (`claims.yaml`'s matched_fit rule: a censored run fails its training-accuracy tolerance).
-    `common` (dataset, budget) goes into every row."""
+    """Per kind, `01.lr.bn` at each grid rate but BN's chosen one where no BN run diverged, then
+    `01.lr.none` likewise for no-BN (see the module docstring), in increasing rate, judged at
+    matched fit (`claims.yaml`'s matched_fit rule: a censored run fails its training-accuracy
+    tolerance). `common` (dataset, budget) goes into every row."""
     out = []
     for kind in kinds:
         base = {n: _trajectories(histories, kind, n, chosen[n], chosen, seeds) for n in COMPARED}
         what = fit_rows.what(kind)
         kw = dict(corruption=kind, subset=SUBSET[kind], fit_level=f"{fit_level:.0%}", **common)
-        for lr in grid:
+        for lr in sorted(grid):
             runs = _trajectories(histories, kind, "bn", lr, chosen, seeds)
-            if runs is None:
+            if runs is None or lr == chosen["bn"]:
                 continue
             end = matched_fit.convergence_row(runs, base["none"], fit_level, cap)
             unit = f"BN at lr {lr:g} minus no-BN at its chosen {chosen['none']:g}, {what}"
             out.append(fit_rows.judged("01.lr.bn", end, unit, lr=f"{lr:g}", **kw))
-        for lr in grid:
+        for lr in sorted(grid):
             runs = _trajectories(histories, kind, "none", lr, chosen, seeds)
-            if runs is None:
+            if runs is None or lr == chosen["none"]:
                 continue
             end = matched_fit.convergence_row(base["bn"], runs, fit_level, cap)
             unit = f"BN at its chosen lr {chosen['bn']:g} minus no-BN at lr {lr:g}, {what}"
             out.append(fit_rows.judged("01.lr.none", end, unit, lr=f"{lr:g}", **kw))
     return out
-
-
-def fitted_range(points_: Sequence[LrPoint], norm: str) -> tuple[float, float]:
-    """The lowest and highest mean memorization of `norm` over the grid rates where every run
-    fitted (NaNs when none did)."""
-    means = [_mean_or_nan(p.memorization) for p in points_ if p.norm == norm and p.fitted == p.runs]
-    return (min(means), max(means)) if means else (float("nan"), float("nan"))

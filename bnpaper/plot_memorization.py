@@ -324,8 +324,16 @@ def _lr_series(ax: plt.Axes, pts: Sequence, values: str, norm: str) -> None:
     chosen = np.array([p.chosen for p in mine])
     ax.plot(lrs[chosen], mean[chosen], "o", ms=14, mfc="none", color=color(norm))
     gone = lrs[[p.diverged > 0 for p in mine]]
-    if len(gone):
-        ax.plot(gone, np.full(len(gone), ax.get_ylim()[0]), "x", color=color(norm), ms=9)
+    if len(gone):  # at the axis' foot whatever its limits become (x: data, y: axes fraction)
+        ax.plot(
+            gone,
+            np.full(len(gone), 0.02),
+            "x",
+            color=color(norm),
+            ms=9,
+            transform=ax.get_xaxis_transform(),
+            clip_on=False,
+        )
 
 
 def lr_curve_figure(points: dict, titles: dict, band_title: str) -> plt.Figure:

@@ -219,6 +219,31 @@ def _summary_row(words: str, claim: dict) -> str:
     return "| " + " | ".join(table_cell(x) for x in cells) + " |"
 
 
+def lr_dependence_note(claims: list[dict]) -> str:
+    """One sentence per kind of notebook 01's learning-rate curve (rows `01.lr.bn`, `01.lr.none`
+    of a results file's `claims`): each of the other grid rates with its estimate and verdict,
+    beside the judged pair; "" when the run has no such rows."""
+    curve = [c for c in claims if c.get("id") in ("01.lr.bn", "01.lr.none")]
+    out = []
+    for kind in dict.fromkeys(str(c.get("corruption")) for c in curve):
+        parts = []
+        for cid, who in (
+            ("01.lr.bn", "BN at another rate minus no-BN at its chosen one"),
+            ("01.lr.none", "BN at its chosen rate minus no-BN at another one"),
+        ):
+            mine = [c for c in curve if c.get("id") == cid and str(c.get("corruption")) == kind]
+            each = ", ".join(
+                f"{c.get('lr')}: {fmt_number(c.get('measured'))} ({verdict_word(c)})" for c in mine
+            )
+            held = sum(verdict_word(c) == "supported" for c in mine)
+            parts.append(f"{who}, supported at {held} of {len(mine)} rates ({each})")
+        out.append(
+            f"How far the {kind} verdict at matched fit depends on the two learning rates "
+            f"(exploratory, same seeds; 01.lr.*): " + "; ".join(parts) + "."
+        )
+    return " ".join(out)
+
+
 def across(root: Path | None = None) -> str:
     """One sentence from the aggregate rows (`results_tables.aggregates`): how many claims of the
     paper (by case) hold in every committed configuration that tested them, which, and how many
@@ -268,7 +293,7 @@ def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> st
     timing = run_time_line(root, dataset)
     notes = [
         textwrap.fill(t, 100, break_long_words=False, break_on_hyphens=False)
-        for t in (summary, across(root), timing)
+        for t in (lr_dependence_note(claims), summary, across(root), timing)
         if t
     ]
     lines = [SUMMARY_HEADER, *rows, *(line for note in notes for line in ("", note))]

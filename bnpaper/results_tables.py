@@ -189,18 +189,24 @@ GLANCE_NOTE = (
 )
 
 
+# fields that tell readings of one claim and case apart (a fit level, 02's reading, a learning
+# rate of 01's curve, 04's measure, 05's arm)
+READINGS = ("level", "at", "lr", "measure", "arm")
 # claims whose rows pool the corruptions of a run (typical learning: the clean samples)
 POOLED = ("01.typical.epochs", "01.typical.auc")
 
 
 def _case(c: dict, cases_only: bool = False) -> str:
     """What tells one row of a claim from another inside a configuration (corruption, mix,
-    subgroup, case, alternative; the architecture for notebook 04's per-network rows). With
-    `cases_only`, the kinds a row pools over (a list, corruptions joined by "+", any corruption
-    of a typical-learning row: `POOLED`) are no case."""
+    subgroup, case, alternative; the architecture for notebook 04's per-network rows; the
+    reading: a fit level, a learning rate, a measure or an arm). With `cases_only`, the kinds a
+    row pools over (a list, corruptions joined by "+", any corruption of a typical-learning row:
+    `POOLED`) and the readings (one claim read several ways: a cell holds when every reading
+    does) are no case."""
     keys = ("corruption", "mix", "subgroup", "alternative") + (
         ("arch",) if str(c.get("id", "")).startswith("04.") else ()
     )
+    keys += () if cases_only else READINGS
     vals = []
     for k in keys:
         v = c.get(k)

@@ -563,19 +563,46 @@ def lr_points_table(points: dict, fit_level: float) -> str:
     )
 
 
-def lr_dependence_reading(rows: list) -> list[str]:
-    """Per corruption kind, what notebook 01's learning-rate curve says (its rows `01.lr.bn` and
-    `01.lr.none`, `claims.Verdict` after the family's correction): at how many of BN's grid rates
-    BN's excess over no-BN at its chosen rate holds, and against how many of no-BN's grid rates
-    BN at its chosen rate keeps it."""
+def lr_dependence_reading(rows: list, points: dict) -> list[str]:
+    """Per corruption kind of `points` ({kind: `lr_dependence.points`}), what notebook 01's
+    learning-rate curve says (its rows `01.lr.bn` and `01.lr.none`, `claims.Verdict` after the
+    family's correction): of the other grid rates of each norm, how many read supported, not
+    supported, inconclusive, or have no row (a run diverged), beside the judged comparison at
+    the two chosen rates (`01.converged.<kind>`)."""
     out = []
-    curve = [r for r in rows if r.id in ("01.lr.bn", "01.lr.none")]
-    for kind in dict.fromkeys(r.fields["corruption"] for r in curve):
+    for kind, pts in points.items():
+        chosen = {p.norm: p.lr for p in pts if p.chosen}
+        judged = [r for r in rows if r.id == f"01.converged.{kind}"]
         parts = []
-        for cid, who in (("01.lr.bn", "BN at lr"), ("01.lr.none", "no-BN at lr")):
-            mine = [r for r in curve if r.id == cid and r.fields["corruption"] == kind]
-            held = [r for r in mine if r.verdict == "supported"]
-            each = ", ".join(f"{r.fields['lr']} {r.measured:+.3f} ({r.verdict})" for r in mine)
-            parts.append(f"{who}: BN's excess holds at {len(held)} of {len(mine)} ({each})")
+        if judged:
+            r = judged[0]
+            parts.append(
+                f"the chosen pair (BN {chosen['bn']:g}, no-BN {chosen['none']:g}) is "
+                f"01.converged.{kind}: {r.measured:+.3f} ({r.verdict})"
+            )
+        for cid, norm, other in (("01.lr.bn", "bn", "none"), ("01.lr.none", "none", "bn")):
+            mine = {
+                r.fields["lr"]: r
+                for r in rows
+                if r.id == cid and r.fields.get("corruption") == kind
+            }
+            rates = [f"{p.lr:g}" for p in pts if p.norm == norm and not p.chosen]
+            counts = {v: sum(r.verdict == v for r in mine.values()) for v in VERDICT_ORDER}
+            missing = [x for x in rates if x not in mine]
+            each = [
+                f"{x} {mine[x].measured:+.3f} ({mine[x].verdict})" if x in mine else f"{x} no row"
+                for x in rates
+            ]
+            who = "BN" if norm == "bn" else "no-BN"
+            parts.append(
+                f"{who} at its {len(rates)} other rates against {NAME_OF[other]} at its chosen "
+                f"{chosen[other]:g}: "
+                + ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER)
+                + f", {len(missing)} without a row (a run diverged) ({'; '.join(each)})"
+            )
         out.append(f"{kind}: " + "; ".join(parts))
     return out
+
+
+VERDICT_ORDER = ("supported", "not supported", "inconclusive")
+NAME_OF = {"bn": "BN", "none": "no-BN"}

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from bnpaper import claims, lr_dependence, text
+from bnpaper import claims, fit_rows, lr_dependence, text
 from bnpaper.config import ConfigError
 from bnpaper.declarations import check_values
 from bnpaper.stats import t_mean, t_paired_diff
@@ -42,8 +42,10 @@ def _curve():
 def test_the_chosen_rate_is_the_judged_run_and_only_the_others_are_trained():
     assert lr_dependence.key("bn", 0.1, 0.1) == "bn"
     assert lr_dependence.key("none", 0.0158, 0.05) == "none lr 0.0158"
-    extra = lr_dependence.extra_points({"bn": 0.1, "none": 1.0}, GRID)
+    extra = lr_dependence.extra_points({"bn": 0.1, "none": 1.0}, [1.0, 0.01, 0.1])  # unsorted
     assert extra == [("bn", 0.01), ("bn", 1.0), ("none", 0.01), ("none", 0.1)]
+    with pytest.raises(ValueError, match="not rates of the grid"):
+        lr_dependence.extra_points({"bn": 0.2, "none": 1.0}, GRID)
 
 
 def test_points_read_the_last_epoch_count_fitted_and_diverged_runs():
@@ -59,36 +61,58 @@ def test_points_read_the_last_epoch_count_fitted_and_diverged_runs():
     assert (bn_low.fitted, bn_low.runs, bn_low.diverged) == (2, 2, 0)
     assert (none_low.fitted, none_low.epochs) == (0, (2.0, 2.0))  # capped at 0.9 < 0.99
     assert none_high.diverged == 2 and math.isnan(none_high.estimate.value)
-    assert lr_dependence.fitted_range(pts, "bn") == pytest.approx((0.35, 0.875))
-    assert lr_dependence.fitted_range(pts, "none") == pytest.approx((0.425, 0.425))
+    # one seed diverged: the point keeps the survivor's mean and counts the diverged run
+    h = _curve()
+    del h["flip", "bn lr 1", 1]
+    partial = lr_dependence.points(h, "flip", CHOSEN, GRID, [0, 1], 0.99)[2]
+    assert partial.diverged == 1 and partial.estimate.value == pytest.approx(0.9)
+    assert math.isnan(partial.estimate.lo) and partial.fitted == 1
 
 
-def test_rows_pair_each_rate_with_the_other_norms_chosen_run_and_skip_diverged_rates():
-    rows = lr_dependence.rows(_curve(), ["flip"], CHOSEN, GRID, [0, 1], 0.99, 2)
+def test_rows_pair_each_other_rate_with_the_other_norms_chosen_run_and_skip_diverged_rates():
+    rows = lr_dependence.rows(_curve(), ["flip"], CHOSEN, [1.0, 0.01, 0.1], [0, 1], 0.99, 2)
     assert [(r.id, r.fields["lr"]) for r in rows] == [
-        ("01.lr.bn", "0.01"), ("01.lr.bn", "0.1"), ("01.lr.bn", "1"),
-        ("01.lr.none", "0.01"), ("01.lr.none", "0.1"),
-    ]  # fmt: skip
-    bn_high = rows[2]
+        ("01.lr.bn", "0.01"),
+        ("01.lr.bn", "1"),
+        ("01.lr.none", "0.01"),
+    ]  # fmt: skip  (in increasing rate; the chosen pair is 01.converged.flip; no-BN 1 diverged)
+    bn_high = rows[1]
     want = t_paired_diff([0.9, 0.85], [0.4, 0.45])
     assert bn_high.measured == pytest.approx(want.value)
     assert (bn_high.lo, bn_high.hi) == pytest.approx((want.lo, want.hi))
-    # the chosen rates' rows are the judged comparison itself (01.converged.flip's numbers)
-    assert rows[1].measured == pytest.approx(rows[4].measured)
     # no-BN at 0.01 hit the cap at 0.9 clean training accuracy: not at matched fit, named
-    censored = rows[3]
+    censored = rows[2]
     assert censored.verdict == "inconclusive"
     assert "clean training accuracy at the reading differs" in censored.magnitude
     assert claims.family_of("01.lr.bn") == claims.family_of("01.lr.none") == "lr_dependence"
 
 
-def test_the_reading_counts_the_rates_where_the_excess_holds():
-    rows = claims.correct(lr_dependence.rows(_curve(), ["flip"], CHOSEN, GRID, [0, 1], 0.99, 2))
-    (line,) = text.lr_dependence_reading(rows)
-    held = sum(r.verdict == "supported" for r in rows if r.id == "01.lr.bn")
-    assert line.startswith("flip: BN at lr: BN's excess holds at ")
-    assert f"holds at {held} of 3" in line and "no-BN at lr: BN's excess holds at" in line
+def test_the_declared_family_matches_the_default_grid_and_curve_kinds():
+    from bnpaper import params
+
+    p = params.defaults("01_forced_memorization")
+    declared = claims.family("lr_dependence")["rows"]
+    others = (len(p["lr_grid"]) - 1) * len(p["lr_curve"])  # every rate but the chosen one
+    assert declared == {"01.lr.bn": [others, 0], "01.lr.none": [others, 0]}
+
+
+def test_the_reading_counts_every_other_rate_names_diverged_ones_and_cites_the_judged_pair():
+    h = _curve()
+    del h["flip", "bn lr 1", 1]  # BN at 1 diverged on one seed: no row there
+    judged = fit_rows.verdict_rows(h, ["flip"], ["bn", "none"], [0, 1], [], 0.99, 2)
+    rows = claims.correct(judged + lr_dependence.rows(h, ["flip"], CHOSEN, GRID, [0, 1], 0.99, 2))
+    pts = {"flip": lr_dependence.points(h, "flip", CHOSEN, GRID, [0, 1], 0.99)}
+    (line,) = text.lr_dependence_reading(rows, pts)
+    converged = next(r for r in rows if r.id == "01.converged.flip")
+    assert line.startswith(
+        f"flip: the chosen pair (BN 0.1, no-BN 0.1) is 01.converged.flip: "
+        f"{converged.measured:+.3f} ({converged.verdict})"
+    )
+    assert "BN at its 2 other rates against no-BN at its chosen 0.1: " in line
+    assert "1 without a row (a run diverged)" in line and "1 no row" in line
+    assert "no-BN at its 2 other rates against BN at its chosen 0.1: " in line
     assert all(r.verdict in ("supported", "not supported", "inconclusive") for r in rows)
+    assert text.lr_dependence_reading(rows, {}) == []
 
 
 def test_the_table_names_every_point_with_its_fit_and_divergence():

@@ -434,3 +434,54 @@ def test_the_report_shows_notebook_03s_effect_per_attack_with_intervals_over_poo
     (row,) = [line for line in text.splitlines() if line.startswith("| 5% | all | online |")]
     assert row.startswith("| 5% | all | online | +2.5 [+1.0, +4.0] | +0.7 [+1.0, +4.0] | n/r |")
     assert "n/r" in row and row.rstrip().endswith("| 3 |")
+
+
+def test_the_glance_table_keeps_readings_of_one_claim_apart_and_the_aggregate_pools_them(
+    tmp_path,
+):
+    def row(lr, v):
+        return {
+            "id": "01.fit.flip",
+            "claim": f"BN memorizes more at level {lr}",
+            "measured": v,
+            "lo": v - 0.1,
+            "hi": v + 0.1,
+            "verdict": "reproduced",
+            "kind": "paper",
+            "corruption": "flip",
+            "level": lr,
+        }
+
+    for label, budget in (("fashion_mnist", "quick"), ("fashion_mnist.full", "full")):
+        p = tmp_path / "results" / "01_forced_memorization" / label / "results.json"
+        p.parent.mkdir(parents=True)
+        claims_ = [row("95%", 0.111), row("99%", 0.222)]
+        p.write_text(json.dumps({"params": {"arch": "lenet", "budget": budget}, "claims": claims_}))
+    glance = results_tables.glance_tables(tmp_path)
+    # one line per level, each with its own words and its own number
+    line95 = next(x for x in glance.splitlines() if "level 95%" in x)
+    line99 = next(x for x in glance.splitlines() if "level 99%" in x)
+    assert "0.111" in line95 and "0.222" not in line95 and "[flip, 95%]" in line95
+    assert "0.222" in line99 and "0.111" not in line99
+    # the aggregate reads both levels as one claim and case: a cell holds when every one does
+    (agg,) = results_tables.aggregates(tmp_path)
+    assert agg.case == "flip" and "1 other reading" in agg.claim
+
+
+def test_the_readme_names_every_rate_of_the_learning_rate_curve_with_its_verdict():
+    def row(cid, lr, v, verdict):
+        return {"id": cid, "corruption": "flip", "lr": lr, "measured": v, "verdict": verdict}
+
+    claims_ = [
+        row("01.lr.bn", "0.005", -0.024, "inconclusive"),
+        row("01.lr.bn", "0.05", 0.32, "supported"),
+        row("01.lr.none", "0.158", 0.1, "not supported"),
+        {"id": "01.converged.flip", "corruption": "flip", "measured": 0.2},
+    ]
+    note = report.lr_dependence_note(claims_)
+    assert note.startswith("How far the flip verdict at matched fit depends on the two learning")
+    assert "supported at 1 of 2 rates (0.005: -0.024 (inconclusive), 0.05: 0.320 (supported))" in (
+        note
+    )
+    assert "no-BN at another one, supported at 0 of 1 rates (0.158: 0.100 (not supported))" in note
+    assert report.lr_dependence_note(claims_[-1:]) == ""
