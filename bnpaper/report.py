@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 from .config import repo_root
+from .fit_tables import FIT_NOTE, fit_table
 from .claims import VERDICTS, kind_of
 from .results_tables import (
     AGGREGATE_NOTE,
@@ -64,6 +65,9 @@ def render(root: Path | None = None) -> str:
         "",
     ]
     parts += attack_sections(root)
+    fits = fit_table(root)
+    if fits:
+        parts += ["## Each norm's fit (the fair protocol)", "", FIT_NOTE, "", fits, ""]
     timing = run_time_line(root)
     if timing:
         parts += [timing, ""]

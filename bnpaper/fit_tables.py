@@ -1,0 +1,136 @@
+"""How well each compared norm fitted, per committed configuration of the fair protocol: the
+learning rate it trained with, how many runs reached the fit level, the epochs they used and
+their clean training and test accuracy, beside BN's (the report's table "Each norm's fit").
+Read from results.json: 01's `epochs_used` and `recipes`, 03's `recipes.fit` and `per_model`."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from .results_tables import collect, fmt_number, table_cell
+
+FIT_NOTE = (
+    "Every configuration run under the fair protocol (each norm its own learning rate, every "
+    "model trained until its clean training accuracy reaches the fit level or the epoch cap). "
+    "01: one row per corruption kind and norm, over its seeds; 03: one row per outlier mix and "
+    "norm, over its shadow models of every pool. *fitted*: runs that reached the fit level "
+    "(the rest hit the cap: censored). *test vs BN*: clean test accuracy minus BN's, in "
+    "points. Each configuration's run time: the report's table of what it used."
+)
+
+HEAD = (
+    "| nb | configuration (folder) | architecture | data | norm | lr | fitted | epochs: mean (max) "
+    "| clean train | clean test | test vs BN |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def norm_lr(lrs: dict, norm: str) -> float | None:
+    """The learning rate `norm` trained with: its recipe's, or for the effective-lr arm
+    ("none x2") that multiple of no-BN's."""
+    if norm in lrs:
+        return float(lrs[norm])
+    arm = re.fullmatch(r"(\S+) x([0-9.]+)", norm)
+    if arm and arm.group(1) in lrs:
+        return float(arm.group(2)) * float(lrs[arm.group(1)])
+    return None
+
+
+def _lr(lr: float | None) -> str:
+    return "-" if lr is None else f"{lr:.3g}"
+
+
+def _points(x: float | None, ref: float | None) -> str:
+    if x is None or ref is None:
+        return "-"
+    return f"{100 * (x - ref):+.1f}"
+
+
+def _mean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _row(cells: tuple) -> str:
+    return "| " + " | ".join(table_cell(c) for c in cells) + " |"
+
+
+def forced_rows(label: str, res: dict) -> list[str]:
+    """01's rows: per corruption kind and norm, from `epochs_used` (means over seeds)."""
+    lrs = res["recipes"]["lr"]
+    arch = res.get("params", {}).get("arch", "")
+    rows = []
+    for kind, norms in res["epochs_used"].items():
+        bn = norms.get("bn", {}).get("test_acc")
+        for norm, e in norms.items():
+            rows.append(
+                _row(
+                    (
+                        "01",
+                        label,
+                        arch,
+                        kind,
+                        norm,
+                        _lr(norm_lr(lrs, norm)),
+                        f"{e['fitted']} of {e['runs']}",
+                        f"{fmt_number(e['mean'], 1)} ({fmt_number(e['max'], 0)})",
+                        fmt_number(e.get("train_acc")),
+                        fmt_number(e.get("test_acc")),
+                        "-" if norm == "bn" else _points(e.get("test_acc"), bn),
+                    )
+                )
+            )
+    return rows
+
+
+def lira_rows(label: str, res: dict) -> list[str]:
+    """03's rows: per outlier mix and norm, over the shadow models of every pool."""
+    rec = res["recipes"]
+    lrs, arch = rec["lr"], res.get("params", {}).get("arch", "")
+    per_model = res.get("per_model", {})
+    test: dict[str, list[float]] = {}
+    for key, m in per_model.items():
+        mix, _, norm = key.split("/")
+        test.setdefault(f"{mix}/{norm}", []).extend(m.get("test_acc", []))
+    rare = res.get("rare") or {}
+    for norm, acc in (rare.get("acc") or {}).items():  # the rare pools' mean clean test accuracy
+        test[f"rare/{norm}"] = [acc]
+    rows = []
+    for key, f in rec["fit"].items():
+        mix, norm = key.split("/")
+        bn = _mean(test.get(f"{mix}/bn", []))
+        acc = _mean(test.get(key, []))
+        rows.append(
+            _row(
+                (
+                    "03",
+                    label,
+                    arch,
+                    mix if mix == "rare" else f"{100 * float(mix):g}% mix",
+                    norm,
+                    _lr(norm_lr(lrs, norm)),
+                    f"{f['models'] - f['censored']} of {f['models']}",
+                    f"{fmt_number(f['epochs_mean'], 1)} ({fmt_number(f['epochs_max'], 0)})",
+                    fmt_number(f.get("train_clean_acc")),
+                    fmt_number(acc),
+                    "-" if norm == "bn" else _points(acc, bn),
+                )
+            )
+        )
+    return rows
+
+
+def fit_table(root: Path | None = None) -> str:
+    """The table of every fair-protocol configuration of notebooks 01 and 03 ("" if none)."""
+    rows = []
+    for nb, label, res in collect(root, every_configuration=True):
+        rec = res.get("recipes")
+        if not isinstance(rec, dict) or rec.get("protocol") != "fair":
+            continue
+        if nb.startswith("01") and res.get("epochs_used"):
+            rows += forced_rows(label, res)
+        elif nb.startswith("03") and rec.get("fit"):
+            rows += lira_rows(label, res)
+    return HEAD + "\n" + "\n".join(rows) if rows else ""
