@@ -177,6 +177,7 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "n_val": number(1, None, integer=True),
         "lr_seeds": int_list(0),
         "fit_level": number(0.0, 1.0, lo_open=True),
+        "fit_levels": number_list(0.0, 1.0, lo_open=True, min_len=0),  # at most fit_level
     },  # ranges: _cross_03
     "04_theory": {
         **_DATA,
@@ -316,7 +317,7 @@ def _cross_fair(p: dict, search_n: int | None = None, search_name: str = "n_trai
     from .lr_choice import check_grid
 
     check_grid("lr_grid", p["lr_grid"])
-    levels = p.get("fit_levels", [])  # 03 reads at the end of training only: none declared
+    levels = p.get("fit_levels", [])  # none where a notebook declares none (05)
     high = [x for x in levels if x > p["fit_level"]]
     require(
         not high,

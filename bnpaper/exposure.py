@@ -12,7 +12,7 @@ from . import claims, mia, pool_units
 from .recipes import NormRecipes, norm_recipes
 from .memorization import CONTROLS
 from .plots import label
-from .lira_fit import at_fit, censored_note, fit_of, model_mean  # noqa: F401 (exposure's API)
+from .lira_fit import NEVER, at_fit, censored_note, fit_of, model_mean  # noqa: F401 (API)
 from .shadow import ShadowPool
 from .pool_effects import METRICS, MIN_NONMEMBERS, delta_over_pools, mean_over_pools
 from .pool_effects import over_pools, scale
@@ -83,6 +83,17 @@ class Pools:
     def groups(self, mix, seed: int) -> dict[str, np.ndarray]:
         """The example groups of the (mix, seed) pool: all, outliers, inliers."""
         return mia.example_groups(self.masks[mix, seed])
+
+    @property
+    def levels(self) -> list[float]:
+        """The clean training accuracies every shadow was also kept at (`at_level`)."""
+        kept = [set(p.at_levels or ()) for p in self.shadow.values()]
+        return sorted(set.intersection(*kept)) if kept else []
+
+    def at_level(self, level: float) -> Pools:
+        """The same pools read at clean training accuracy `level`: every shadow at its first
+        epoch reaching it (`ShadowPool.at_levels`; one that never did: at its end, censored)."""
+        return Pools.of({k: p.at_levels[level] for k, p in self.shadow.items()}, self.masks)
 
 
 def lira_pools(
@@ -261,6 +272,42 @@ def online_deltas(
             masks = [pools.groups(mix, s)[g] for s in seeds]
             out[mix, g] = delta_over_pools(runs, masks, metric)
     return out
+
+
+@dataclass(frozen=True)
+class LevelReading:
+    """LiRA at matched fit below the fit level: per level of `Pools.levels` the pools read there
+    (`pools`) and BN minus no-BN in online-LiRA AUC points per (mix, group) (`deltas`, over
+    pools as `online_deltas`)."""
+
+    pools: Mapping[float, Pools]
+    deltas: Mapping[float, Mapping[tuple, Estimate]]
+
+    def results(self) -> dict:
+        """What results.json stores: per level and mix, the delta on all examples with both
+        norms' clean training and test accuracy, epochs used and censored models."""
+        return {
+            f"{level:g}": {
+                f"{mix:g}": {
+                    "delta_auc": self.deltas[level][mix, "all"].as_dict(),
+                    **at_fit(lp.acc[mix], lp.fit[mix]),
+                    "clean_test_acc": dict(lp.acc[mix]),
+                }
+                for mix in lp.mixes
+            }
+            for level, lp in self.pools.items()
+        }
+
+
+def level_reading(pools: Pools, sigma_floor: float) -> LevelReading:
+    """BN minus no-BN online-LiRA delta-AUC at every level the shadows were kept at, from
+    the same models' weights at the first epoch each reached it (no model trained again)."""
+    at = {level: pools.at_level(level) for level in pools.levels}
+    deltas = {}
+    for level, lp in at.items():
+        scores = {k: mia.lira(p.phi, p.keep, sigma_floor=sigma_floor) for k, p in lp.shadow.items()}
+        deltas[level] = online_deltas(lp, scores)
+    return LevelReading(at, deltas)
 
 
 def delta_results(deltas: Mapping[tuple, Estimate]) -> dict:
@@ -482,6 +529,29 @@ def _rare_rows(rare: RareExposure, share: float, **common) -> list[claims.Verdic
     ]
 
 
+def _level_rows(reading: LevelReading, **common) -> list[claims.Verdict]:
+    """BN minus no-BN per level and mix, all examples, each judged at the fit it was read at."""
+    rows = []
+    for level, lp in reading.pools.items():
+        for mix in lp.mixes:
+            row = claims.judge(
+                "03.auc.fit",
+                reading.deltas[level][mix, "all"],
+                acc_gap=lp.acc[mix]["bn"] - lp.acc[mix]["none"],
+                unit=ONLINE,
+                mix=f"{mix:.0%}",
+                level=f"{level:.0%}",
+                clean_test_acc=lp.acc[mix],
+                train_test_gap=lp.gap[mix],
+                **at_fit(lp.acc[mix], lp.fit[mix]),
+                **common,
+                outlier_frac=mix,
+                subgroup="all",
+            )
+            rows.append(censored_note(row, NEVER))
+    return rows
+
+
 FIXED_BELOW = 64  # shadows: below this many, Carlini et al. advise LiRA's fixed variance
 LOW_FPR = "tpr@0.001"  # TPR at 0.1% FPR, judged where a target has enough non-members
 
@@ -529,15 +599,19 @@ def verdict_rows(
     *,
     dataset: str,
     budget: str,
+    levels: LevelReading | None = None,
 ) -> list[claims.Verdict]:
     """Every verdict row of notebook 03 (before Holm's correction): BN minus no-BN per mix (all
     examples, outliers), fixed-variance LiRA and TPR at 0.1% FPR where they apply
     (`_attack_rows`, from `effects`: `attack_effects`; None: none), on the pools with a rare
     class (its members, all examples), the size sweep (each size, and the trend within the sizes
-    measured), and every control minus no-BN, each row read beside clean test accuracy. Every
-    interval is over pools: `n_pools` in each row (fewer than 2: no interval, inconclusive)."""
+    measured), every control minus no-BN, and BN minus no-BN at the lower fit `levels`
+    (`level_reading`; None: none), each row read beside clean test accuracy. Every interval is
+    over pools: `n_pools` in each row (fewer than 2: no interval, inconclusive)."""
     common = {"dataset": dataset, "budget": budget, "n_pools": len(pools.seeds)}
     rows = _mix_rows(pools, deltas, **common)
+    if levels is not None:
+        rows += _level_rows(levels, **common)
     if effects is not None:
         rows += _attack_rows(pools, effects, **common)
     if rare is not None:

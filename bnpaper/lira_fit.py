@@ -51,12 +51,17 @@ def at_fit(
     }
 
 
-def censored_note(row: claims.Verdict) -> claims.Verdict:
-    """`row`, saying so in its note when any compared model hit its epoch cap below the fit level
-    (censored: its reading is not at the fit level)."""
+CAPPED = "hit the epoch cap below the fit level"
+NEVER = "never reached the level, read at their end"
+
+
+def censored_note(row: claims.Verdict, why: str = CAPPED) -> claims.Verdict:
+    """`row`, saying so in its note when any compared model is censored (`why`: by default it
+    hit its epoch cap below the fit level; a reading at a lower level: `NEVER`), so that its
+    reading is not at the level."""
     cens = {n: c for n, c in (row.fields.get("censored") or {}).items() if c}
     if not cens:
         return row
     what = ", ".join(f"{c} {label(n)} model(s)" for n, c in cens.items())
-    note = f"depends on censored models (hit the epoch cap below the fit level: {what})"
+    note = f"depends on censored models ({why}: {what})"
     return dataclasses.replace(row, magnitude=f"{row.magnitude}; {note}" if row.magnitude else note)

@@ -43,6 +43,7 @@ from .train import (
     TrainResult,
     epoch_done,
     lr_at,
+    new_snapshots,
     random_crop_flip,
     scores,
 )
@@ -217,6 +218,8 @@ def fit_pack(
     logits_at: Sequence[int] = (),
     eval_chunk: int | None = None,
     progress: bool = False,
+    snapshots: Sequence[float] = (),
+    eval_test: bool = True,
 ) -> list[TrainResult]:
     """Train `jobs` (LeNets of one `Job.pack_key`) as one packed model; per job a `TrainResult`
     equal to `train.fit`'s up to float rounding: state, history (without `history`: none, and
@@ -224,7 +227,10 @@ def fit_pack(
     member's own training and test images at those epochs (0: initialization), taken from the
     evaluation pass (`TrainResult.logits`). The evaluation feeds `eval_chunk` images per member
     per forward (default 512 / K: about 2x faster than 512 per member at K=8 on 2 cores,
-    bench/bench_pack.py)."""
+    bench/bench_pack.py). With `snapshots` (clean training accuracies), each member's weights at
+    its first epoch reaching each level are kept too (`TrainResult.snapshots`, as `train.fit`).
+    Without `eval_test`, the evaluation passes skip the test images (the history's test entries
+    are NaN): for models whose per-epoch record only feeds the fit rule (shadow models)."""
     from tqdm.auto import tqdm
 
     device = device or default_device()
@@ -241,14 +247,16 @@ def fit_pack(
         s = job.split
         rows = bank.rows(s.x, s.mean, s.std)
         train_rows.append(rows if job.rows is None else rows[torch.as_tensor(job.rows)])
-        test_rows.append(bank.rows(s.x_test, s.mean, s.std))
+        test = bank.rows(s.x_test, s.mean, s.std)
+        test_rows.append(test if eval_test else test[:0])
     images = bank.done()
     labels = torch.cat([s.y for s in subs]).to(device)
     label_at = [sum(len(s.y) for s in subs[:i]) for i in range(k)]
     n = [len(s.y) for s in subs]
     batch = min(n[0], cfgs[0].batch_size)
     steps = max(1, n[0] // cfgs[0].batch_size)
-    evaluate = history or any(cfg.fit_level is not None for cfg in cfgs) or bool(logits_at)
+    fit_rule = any(cfg.fit_level is not None for cfg in cfgs)
+    evaluate = history or fit_rule or bool(logits_at) or bool(snapshots)
     inits = []
     for cfg in cfgs:  # the same initialization as train.fit
         torch.manual_seed(cfg.seed)
@@ -266,17 +274,21 @@ def fit_pack(
     eval_rows, n_train, _ = _eval_rows(train_rows, test_rows, device)
     hist: list[dict[str, list]] = [{} for _ in jobs]
     logits: list[dict] = [{} for _ in jobs]
+    taken: list[dict] = [{} for _ in jobs]  # level -> (epoch, state) per job: `snapshots`
     results: list[TrainResult | None] = [None] * k
 
     def record(epoch: int, train_loss: list[float]) -> None:
         z = _eval_logits(pack.model, images, eval_rows, eval_chunk or max(16, 512 // len(active)))
         for slot, j in enumerate(active):
             zj, zt = z[slot, : n_train[j]], z[slot, n_train[j] : n_train[j] + len(test_rows[j])]
+            zt = zt if eval_test else None
             row = {"epoch": epoch, **scores(subs[j], zj, zt), "train_loss": train_loss[slot]}
             for key, v in row.items():
                 hist[j].setdefault(key, []).append(v)
             if epoch in logits_at:
-                logits[j][epoch] = (zj.cpu().clone(), zt.cpu().clone())
+                logits[j][epoch] = (zj.cpu().clone(), None if zt is None else zt.cpu().clone())
+            for level in new_snapshots(snapshots, taken[j], hist[j]):
+                taken[j][level] = (epoch, _cpu(pack.model.member_state(slot)))
 
     what = f"packed x{k} {cfgs[0].norm}"
     count = Counter(what, max(cfg.epochs for cfg in cfgs), verb="epochs done", every=60.0)
@@ -348,6 +360,7 @@ def fit_pack(
                         _cpu(pack.model.member_state(slot)),
                         hist[j] if history else {},
                         logits[j] or None,
+                        taken[j] or None,
                     )
             keep = [slot for slot, done in enumerate(stop) if not done]
             if not keep:

@@ -10,7 +10,7 @@ import numpy as np
 from .plots import color, label, legend_below, panels, roc_loglog
 
 if TYPE_CHECKING:
-    from .exposure import Memorization, Pools, RareExposure
+    from .exposure import LevelReading, Memorization, Pools, RareExposure
     from .size_trend import SizeSweep
 
 
@@ -267,5 +267,48 @@ def size_sweep_figure(
         ylabel="accuracy, or gap (train - test accuracy)",
     )
     legend_below(bx, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def delta_auc_at_fit_figure(
+    reading: LevelReading,
+    deltas: Mapping[tuple, object],
+    fit_level: float,
+    paper_range: tuple[float, float] | None,
+    title: str,
+) -> plt.Figure:
+    """BN - no-BN online-LiRA AUC points on all examples against the clean training accuracy it
+    was read at: each level of `reading` (`exposure.level_reading`) and, at `fit_level`, the end
+    of training (`deltas`, `exposure.online_deltas` of the main pools); one line per outlier mix,
+    95% t intervals over pools (none drawn with one pool)."""
+    levels = sorted(reading.pools)
+    xs = [*levels, fit_level]
+    mixes = list(next(iter(reading.pools.values())).mixes) if levels else []
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    paper_band(ax, paper_range, " (all examples)")
+    for j, mix in enumerate(mixes):
+        est = [reading.deltas[lv][mix, "all"] for lv in levels] + [deltas[mix, "all"]]
+        shift = 0.0015 * (j - (len(mixes) - 1) / 2)
+        finite = [np.isfinite(e.lo) and np.isfinite(e.hi) for e in est]
+        ax.errorbar(
+            [x + shift for x in xs],
+            [e.value for e in est],
+            yerr=[
+                [e.value - e.lo if f else 0.0 for e, f in zip(est, finite)],
+                [e.hi - e.value if f else 0.0 for e, f in zip(est, finite)],
+            ],
+            fmt="o-",
+            capsize=3,
+            label=f"{mix:.0%} outlier mix",
+        )
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(xs, [f"{x:.0%}" + ("\n(end of training)" if x == fit_level else "") for x in xs])
+    ax.set(
+        xlabel="clean training accuracy on the IN examples at the reading",
+        ylabel="AUC(BN) - AUC(no-BN) (points)",
+        title=title,
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     fig.tight_layout()
     return fig

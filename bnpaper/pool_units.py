@@ -29,9 +29,11 @@ def shadow_pool(
     pack_size: int = 8,
     bn_query_mode: str = "eval",
     store: Store | None = None,
+    levels: tuple[float, ...] = (),
 ) -> shadow.ShadowPool:
     """`n_shadows` shadow models of `base` on `split` with one balanced keep matrix seeded by
-    `seed` (every example IN for half of them), each a cached unit; their scores as a pool.
+    `seed` (every example IN for half of them), each a cached unit; their scores as a pool (with
+    `levels`, also at each clean training accuracy of it: `ShadowPool.at_levels`).
     The pool of a regularized BN model is the same call with `mitigation`."""
     keep = shadow.keep_matrix(n_shadows, len(split.x), seed)
     return shadow.run_shadows(
@@ -45,6 +47,7 @@ def shadow_pool(
         bn_query_mode=bn_query_mode,
         store=store,
         mitigation=mitigation,
+        levels=levels,
     )
 
 
@@ -54,8 +57,10 @@ class LiraRecipe:
     from 03's resolved parameters and its norms' recipes (`from_params`), passed whole wherever a
     pool is made (03's pools and size sweep, 05's LiRA comparison and frontier). Under the fair
     protocol each norm trains with its own learning rate (`norm_lr`) until its clean training
-    accuracy on its IN examples reaches `fit_level` (`epochs`: the cap); under the paper's, every
-    norm trains with `lr` for exactly `epochs`. A variation: `dataclasses.replace(recipe, ...)`."""
+    accuracy on its IN examples reaches `fit_level` (`epochs`: the cap), and keeps its weights at
+    the first epoch reaching each of `fit_levels` (LiRA at matched fit below the fit level);
+    under the paper's, every norm trains with `lr` for exactly `epochs`. A variation:
+    `dataclasses.replace(recipe, ...)`."""
 
     dataset: str
     arch: str
@@ -78,6 +83,7 @@ class LiraRecipe:
     protocol: str = "paper"  # fair | paper
     norm_lr: tuple[tuple[str, float], ...] = ()  # fair: (norm, its chosen learning rate)
     fit_level: float | None = None  # fair: the clean training accuracy each shadow trains to
+    fit_levels: tuple[float, ...] = ()  # fair: lower clean training accuracies also read
 
     @classmethod
     def from_params(cls, p: Mapping, recipes=None) -> LiraRecipe:
@@ -100,6 +106,7 @@ class LiraRecipe:
             protocol=protocol,
             norm_lr=tuple((n, float(recipes.lr(n))) for n in searched),
             fit_level=recipes.base.fit_level,
+            fit_levels=tuple(float(lv) for lv in p.get("fit_levels", ())),
             epochs=recipes.base.epochs,
         )
 
@@ -142,6 +149,7 @@ class LiraRecipe:
             "protocol": self.protocol,
             "lr": dict(self.norm_lr) if self.norm_lr else self.lr,
             "fit_level": self.fit_level,
+            "fit_levels": list(self.fit_levels),
             "epoch_cap" if self.protocol == "fair" else "epochs": self.epochs,
         }
 
@@ -155,7 +163,13 @@ def augment_of(p: Mapping) -> bool:
     return bool(augment)
 
 
-_LIRA_RULES = ("augment", "protocol", "norm_lr", "fit_level")  # not read from the parameters
+_LIRA_RULES = (
+    "augment",
+    "protocol",
+    "norm_lr",
+    "fit_level",
+    "fit_levels",
+)  # not read from the parameters
 
 
 def lira_split(ds: Dataset, recipe: LiraRecipe, mix: float | str, seed: int) -> Split:
@@ -195,4 +209,5 @@ def lira_pool(
         recipe.pack_size,
         recipe.bn_query_mode,
         store,
+        recipe.fit_levels,
     )

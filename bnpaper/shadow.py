@@ -32,6 +32,7 @@ import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Mapping
 
 import numpy as np
 import torch
@@ -118,65 +119,84 @@ class ShadowTask:
     trainer: str  # "plain" or "packed"
     threads: int = 0  # torch threads in the worker (0: leave as is)
     mitigation: MitigationConfig = MitigationConfig()  # a gamma/sigma regularizer (either trainer)
+    levels: tuple[float, ...] = ()  # clean training accuracies at which weights are also kept
 
 
-def _train_states(task: ShadowTask) -> list[tuple[dict, int, bool]]:
+def _train_states(task: ShadowTask) -> list[tuple[dict, int, bool, dict]]:
     """Per shadow of `task`: its trained weights, the epochs it trained (fewer than the cap when
-    it reached its fit rule) and whether it hit the cap below its fit level (censored); the hook
-    tests interrupt."""
+    it reached its fit rule), whether it hit the cap below its fit level (censored) and its
+    snapshots {level: (epoch, weights)} at `task.levels`; the hook tests interrupt."""
     if task.trainer == "packed":
         from .packed_fit import Job, fit_pack
 
         jobs = [Job(task.split, c, m, task.mitigation) for c, m in zip(task.cfgs, task.members)]
         fit = any(c.fit_level is not None for c in task.cfgs)  # the epochs are in the history
-        results = fit_pack(jobs, history=fit)
+        # the per-epoch record feeds the fit rule and the snapshots only: no test pass
+        results = fit_pack(jobs, history=fit, snapshots=task.levels, eval_test=False)
         return [_used(r, c) for r, c in zip(results, task.cfgs)]
     out = []
     for cfg, rows in zip(task.cfgs, task.members):
         r = torch.as_tensor(rows)
         s = task.split
         sub = replace(s, x=s.x[r], y=s.y[r], y_true=s.y_true[r], mask=s.mask[r])
-        out.append(_used(fit_mitigated(sub, cfg, task.mitigation, progress=False), cfg))
+        result = fit_mitigated(sub, cfg, task.mitigation, progress=False, snapshots=task.levels)
+        out.append(_used(result, cfg))
     return out
 
 
-def _used(result, cfg: TrainConfig) -> tuple[dict, int, bool]:
-    """A trained shadow's weights, epochs used and censoring (without a fit rule: all epochs)."""
+def _used(result, cfg: TrainConfig) -> tuple[dict, int, bool, dict]:
+    """A trained shadow's weights, epochs used, censoring (without a fit rule: all epochs, not
+    censored) and snapshots."""
+    snaps = result.snapshots or {}
     if cfg.fit_level is None:
-        return result.state, cfg.epochs, False
-    return result.state, result.epochs, result.censored
+        return result.state, cfg.epochs, False, snaps
+    return result.state, result.epochs, result.censored, snaps
 
 
 def train_task(task: ShadowTask) -> list[dict]:
     """Train the shadows of `task`; return per shadow its state, query logits on the whole pool
     (N, Q, C) and on the test set (Z, Q, C), its train/test accuracy, the epochs it trained and
-    whether it hit the epoch cap below its fit level (censored)."""
+    whether it hit the epoch cap below its fit level (censored); with `task.levels`, under
+    "levels" {level: the same scores and the epoch} for each level the shadow reached (its
+    weights at the first epoch whose clean training accuracy reached it)."""
     if task.threads:
         torch.set_num_threads(task.threads)
     s = task.split
-    c, h = s.x.shape[1], s.x.shape[2]
     xs, xt = normalize(s.x, s.mean, s.std), normalize(s.x_test, s.mean, s.std)
     out = []
-    for cfg, rows, (state, epochs, censored) in zip(task.cfgs, task.members, _train_states(task)):
-        model = build_model(cfg.arch, cfg.norm, c, s.n_classes, h)
-        model.load_state_dict(state)
-        queries = query_shifts(tuple(s.x.shape[1:]), cfg.augment)
-        logits, test_logits = query_logits(model, xs, queries), query_logits(model, xt, queries)
-        pred, inn = logits[:, 0].argmax(1), torch.zeros(len(xs), dtype=torch.bool)
-        inn[torch.as_tensor(rows)] = True
-        out.append(
-            {
-                "state": state,
-                "logits": logits,
-                "test_logits": test_logits,
-                "train_acc": float((pred == s.y)[inn].float().mean()),
-                "train_clean_acc": float((pred == s.y)[inn & ~s.mask].float().mean()),
-                "test_acc": float((test_logits[:, 0].argmax(1) == s.y_test).float().mean()),
-                "epochs": int(epochs),
-                "censored": bool(censored),
+    trained = _train_states(task)
+    for cfg, rows, (state, epochs, censored, snaps) in zip(task.cfgs, task.members, trained):
+        res = {
+            "state": state,
+            **_queried(state, cfg, rows, s, xs, xt),
+            "epochs": int(epochs),
+            "censored": bool(censored),
+        }
+        if task.levels:
+            res["levels"] = {
+                lv: {"state": st, **_queried(st, cfg, rows, s, xs, xt), "epoch": int(ep)}
+                for lv, (ep, st) in snaps.items()
             }
-        )
+        out.append(res)
     return out
+
+
+def _queried(state: dict, cfg: TrainConfig, rows, s: Split, xs, xt) -> dict:
+    """A shadow's query logits on the pool and on the test set, from its weights `state`, and
+    its accuracies: on its IN examples (`rows`), on its clean IN examples, on the test set."""
+    model = build_model(cfg.arch, cfg.norm, s.x.shape[1], s.n_classes, s.x.shape[2])
+    model.load_state_dict(state)
+    queries = query_shifts(tuple(s.x.shape[1:]), cfg.augment)
+    logits, test_logits = query_logits(model, xs, queries), query_logits(model, xt, queries)
+    pred, inn = logits[:, 0].argmax(1), torch.zeros(len(xs), dtype=torch.bool)
+    inn[torch.as_tensor(rows)] = True
+    return {
+        "logits": logits,
+        "test_logits": test_logits,
+        "train_acc": float((pred == s.y)[inn].float().mean()),
+        "train_clean_acc": float((pred == s.y)[inn & ~s.mask].float().mean()),
+        "test_acc": float((test_logits[:, 0].argmax(1) == s.y_test).float().mean()),
+    }
 
 
 def timed_task(task: ShadowTask) -> tuple[float, list[dict]]:
@@ -253,6 +273,10 @@ class ShadowPool:
     configs: tuple[dict, ...]
     epochs: np.ndarray | None = None  # (M,) epochs each model trained (None: not recorded)
     censored: np.ndarray | None = None  # (M,) bool: hit the epoch cap below its fit level
+    # level -> the same models' scores at their first epoch whose clean training accuracy
+    # reached that level (`run_shadows(levels=...)`); there, `epochs` is that epoch and a model
+    # that never reached the level is read at its end and marked `censored`
+    at_levels: Mapping[float, "ShadowPool"] | None = None
 
     @property
     def gap(self) -> np.ndarray:
@@ -270,13 +294,15 @@ def _unit_config(
     rows: np.ndarray,
     trainer: str,
     mitigation: MitigationConfig = MitigationConfig(),
+    levels: tuple[float, ...] = (),
 ) -> dict:
-    return {
+    out = {
         "train": cfg.as_dict(),
         "trainer": trainer,
         "mitigation": mitigation.as_dict(),
         "keep": hashlib.sha256(np.asarray(rows, np.int64).tobytes()).hexdigest(),
     }
+    return {**out, "levels": [float(lv) for lv in levels]} if levels else out
 
 
 def _trainer(trainer: str, arch: str, pack_size: int) -> str:
@@ -302,12 +328,15 @@ def run_shadows(
     progress: bool = True,
     threads: int = 0,
     mitigation: MitigationConfig = MitigationConfig(),
+    levels: tuple[float, ...] = (),
 ) -> ShadowPool:
     """Train (or load) the M = len(keep) shadows of `split` and return their scores.
 
     trainer "auto" packs LeNets (`pack_size` per unit), with or without a `mitigation` (the
     gamma/sigma regularizer), and trains other archs one by one.
-    bn_query_mode "train-batch" recomputes the queries from the stored weights."""
+    bn_query_mode "train-batch" recomputes the queries from the stored weights.
+    With `levels` (clean training accuracies, part of each unit's key), every shadow also keeps
+    its weights and scores at the first epoch reaching each level: `ShadowPool.at_levels`."""
     from tqdm.auto import tqdm
 
     check_choice("bn_query_mode", bn_query_mode, QUERY_MODES)
@@ -316,7 +345,8 @@ def run_shadows(
     fp = split.fingerprint()
     cfgs = shadow_configs(base, len(keep), seed)
     rows = [np.flatnonzero(k) for k in keep]
-    units = [_unit_config(c, r, trainer, mitigation) for c, r in zip(cfgs, rows)]
+    levels = tuple(float(lv) for lv in levels)
+    units = [_unit_config(c, r, trainer, mitigation, levels) for c, r in zip(cfgs, rows)]
     missing = [i for i, u in enumerate(units) if not store.has("shadow", u, fp, module=__name__)]
     size = pack_size if trainer == "packed" else 1
     groups: list[list[int]] = []
@@ -341,6 +371,7 @@ def run_shadows(
                     "packed" if len(g) > 1 else "plain",
                     threads,
                     mitigation,
+                    levels,
                 )
                 running[ex.submit(timed_task, task)] = g
             fin, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
@@ -354,6 +385,27 @@ def run_shadows(
                 bar.update(len(g))
                 count.add(len(g), seconds / len(g))
     bar.close()
+    results = [store.load("shadow", u, fp, module=__name__) for u in units]
+    pool = _pool(split, keep, cfgs, results, bn_query_mode)
+    if not levels:
+        return pool
+    at = {
+        lv: _pool(split, keep, cfgs, [_at(r, lv) for r in results], bn_query_mode) for lv in levels
+    }
+    return replace(pool, at_levels=at)
+
+
+def _at(res: dict, level: float) -> dict:
+    """A shadow's stored result as read at `level`: its snapshot there, or, when it never
+    reached the level, its end of training marked censored."""
+    snap = res.get("levels", {}).get(level)
+    if snap is None:
+        return {**res, "censored": True}
+    return {**snap, "epochs": snap["epoch"], "censored": False}
+
+
+def _pool(split: Split, keep, cfgs, results: list[dict], bn_query_mode: str) -> ShadowPool:
+    """The pool's scores from each shadow's stored result (`train_task`'s dict)."""
     xs = normalize(split.x, split.mean, split.std)
     c, h = split.x.shape[1], split.x.shape[2]
     acc = {
@@ -361,8 +413,7 @@ def run_shadows(
         for k in ("phi", "logp", "test_logp", "correct", "train_acc", "train_clean_acc", "test_acc")
     }
     used = []
-    for cfg, u in zip(cfgs, units):
-        res = store.load("shadow", u, fp, module=__name__)
+    for cfg, res in zip(cfgs, results):
         logits = res["logits"]
         if bn_query_mode != "eval":
             model = build_model(cfg.arch, cfg.norm, c, split.n_classes, h)
@@ -398,15 +449,19 @@ def n_cached(
     pack_size: int = 8,
     store: Store | None = None,
     mitigation: MitigationConfig = MitigationConfig(),
+    levels: tuple[float, ...] = (),
 ) -> int:
-    """How many shadows of this pool are already in the store."""
+    """How many shadows of this pool (with its snapshot `levels`) are already in the store."""
     trainer = _trainer(trainer, base.arch, pack_size)
     store = store or Store()
     fp = split.fingerprint()
     cfgs = shadow_configs(base, len(keep), seed)
     return sum(
         store.has(
-            "shadow", _unit_config(c, np.flatnonzero(k), trainer, mitigation), fp, module=__name__
+            "shadow",
+            _unit_config(c, np.flatnonzero(k), trainer, mitigation, tuple(map(float, levels))),
+            fp,
+            module=__name__,
         )
         for c, k in zip(cfgs, keep)
     )

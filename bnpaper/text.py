@@ -318,6 +318,31 @@ def size_table(sweep) -> str:
     )
 
 
+def level_table(reading) -> str:
+    """LiRA at matched fit in markdown (`exposure.LevelReading`): per fit level and outlier mix
+    the BN - no-BN delta-AUC (online LiRA, all examples) with its interval over pools, both
+    norms' mean clean training accuracy at the reading (on their IN examples), the epochs it
+    took (mean, max), clean test accuracy, and models that never reached the level."""
+    rows = []
+    for level, lp in reading.pools.items():
+        for mix in lp.mixes:
+            f, acc = lp.fit[mix], lp.acc[mix]
+            never = f["bn"]["censored"] + f["none"]["censored"]
+            rows.append(
+                f"| {level:.0%} | {mix:.0%} | {_fmt(reading.deltas[level][mix, 'all'])} | "
+                f"{f['bn']['train_clean_acc']:.3f} / {f['none']['train_clean_acc']:.3f} | "
+                f"{f['bn']['epochs_mean']:.1f} ({f['bn']['epochs_max']:.0f}) / "
+                f"{f['none']['epochs_mean']:.1f} ({f['none']['epochs_max']:.0f}) | "
+                f"{acc['bn']:.3f} / {acc['none']:.3f} | {never} |"
+            )
+    return (
+        "| level | mix | BN - no-BN AUC points [95% CI] | clean train acc. BN / no-BN "
+        "| epoch read, mean (max) BN / no-BN | clean test acc. BN / no-BN "
+        "| models that never reached it |\n"
+        "|---|---|---|---|---|---|---|\n" + "\n".join(rows)
+    )
+
+
 def size_reading(sweep) -> str:
     """The size sweep in sentences: the delta-AUC at the smallest and largest pool (the largest
     is the headline's), the trend per doubling within the sizes measured, utility beside it.

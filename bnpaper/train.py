@@ -90,6 +90,9 @@ class TrainResult:
     state: dict
     history: dict[str, list] = field(default_factory=dict)
     logits: dict | None = None  # epoch -> (train logits (N, classes), test logits (Z, classes))
+    # level -> (epoch, state): the weights at the first epoch (>= 1) whose clean training
+    # accuracy reached the level (`new_snapshots`); a level never reached is absent
+    snapshots: dict | None = None
 
     @property
     def epochs(self) -> int:
@@ -168,12 +171,13 @@ def evaluate(
     return scores(split, _eval_logits(model, xs), _eval_logits(model, xt, 512))
 
 
-def scores(split: Split, z: torch.Tensor, zt: torch.Tensor) -> dict[str, float]:
+def scores(split: Split, z: torch.Tensor, zt: torch.Tensor | None) -> dict[str, float]:
     """From a model's logits on the training samples z (N, classes) and on the test samples
     zt (Z, classes): loss/accuracy on clean train samples, on corrupted samples against their
     training labels (memorization) and against their true labels, on the test set, and
     `rare_test_acc`: the accuracy on the test samples `split.test_mask` marks (the held-out
-    samples of a rare class; NaN where the split has no such group)."""
+    samples of a rare class; NaN where the split has no such group). With `zt` None (no test
+    pass), the test entries are NaN."""
     m = split.mask.to(z.device)
     out = {}
     for name, y, sel in (
@@ -185,6 +189,8 @@ def scores(split: Split, z: torch.Tensor, zt: torch.Tensor) -> dict[str, float]:
         out[f"{name}_loss"], out[f"{name}_acc"] = _summary(
             F.cross_entropy(z[sel], y, reduction="none"), z[sel].argmax(1) == y
         )
+    if zt is None:
+        return {**out, "test_loss": math.nan, "test_acc": math.nan, "rare_test_acc": math.nan}
     yt = split.y_test.to(zt.device)
     ec = zt.argmax(1) == yt
     out["test_loss"], out["test_acc"] = _summary(F.cross_entropy(zt, yt, reduction="none"), ec)
@@ -225,6 +231,7 @@ def fit(
     checkpoint: str | Path | None = None,
     progress: bool = True,
     desc: str | None = None,
+    snapshots: Sequence[float] = (),
 ) -> TrainResult:
     """Train a model of `cfg` on `split` and return its weights and history.
 
@@ -232,11 +239,15 @@ def fit(
     (e.g. a projection); on_epoch_end(epoch, model) may return a dict of values to record.
     With `checkpoint`, the state is saved atomically after every epoch and a re-run resumes
     from it with identical results. With `cfg.fit_level`, training stops after the first epoch
-    whose clean training accuracy reaches it (`epoch_done`); `epochs` is then the cap.
+    whose clean training accuracy reaches it (`epoch_done`); `epochs` is then the cap. With
+    `snapshots` (clean training accuracies), the weights at the first epoch reaching each are
+    kept too (`TrainResult.snapshots`; not with `checkpoint`: a resumed run would lose them).
     """
     from tqdm.auto import tqdm
 
     device = device or default_device()  # the notebook's `device` parameter (config.set_device)
+    if snapshots and checkpoint:
+        raise ValueError("snapshots are not kept across a resumed checkpoint: pass one of them")
     torch.manual_seed(cfg.seed)
     c, h = split.x.shape[1], split.x.shape[2]
     # ResNets train 1.2-1.25x faster in channels_last on CPU; LeNet is 0.43x slower in it
@@ -253,6 +264,7 @@ def fit(
     steps_per_epoch = max(1, n // cfg.batch_size)  # drop the last partial batch (BN needs > 1)
     total = steps_per_epoch * cfg.epochs
     history: dict[str, list] = {}
+    taken: dict[float, tuple[int, dict]] = {}  # level -> (epoch, state): `snapshots`
     start = 1
 
     def record(epoch: int, extra: dict | None = None):
@@ -332,11 +344,24 @@ def fit(
                 },
                 ckpt,
             )
+        for level in new_snapshots(snapshots, taken, history):
+            taken[level] = (epoch, _cpu_state(model))
         if epoch_done(cfg, history):
             break
     bar.close()
-    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    return TrainResult(cfg.as_dict(), state, history)
+    return TrainResult(cfg.as_dict(), _cpu_state(model), history, snapshots=taken or None)
+
+
+def _cpu_state(model: nn.Module) -> dict:
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+def new_snapshots(levels, taken: dict, history: dict[str, list]) -> list[float]:
+    """The levels of `levels` not yet in `taken` that the last recorded epoch (>= 1) reached in
+    clean training accuracy: the ones whose weights are to be kept now (matched-fit readings of
+    a model that trains on to a higher fit level)."""
+    epoch, acc = history["epoch"][-1], history["clean_acc"][-1]
+    return [lv for lv in levels if lv not in taken and epoch >= 1 and acc >= lv]
 
 
 def epoch_done(cfg: TrainConfig, history: dict[str, list]) -> bool:

@@ -74,6 +74,7 @@ lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (5+, 
 n_val = 1000  # fair: held-out training images each norm's lr is chosen on (claims.yaml's rule)
 lr_seeds = [0, 1, 2]  # fair: search models per (norm, lr), on n_train // 2 clean images
 fit_level = 0.99  # fair: a shadow stops once its clean accuracy on its IN examples reaches it
+fit_levels = [0.95, 0.98]  # fair: lower clean accuracies each shadow is also read at (LiRA)
 epochs = 40  # fair: the epoch cap (a shadow that hits it below fit_level is censored); paper: all
 batch_size = 64  # SGD mini-batch size
 lr = 0.05  # paper: every norm's peak learning rate (cosine schedule over `epochs`, momentum 0.9)
@@ -213,6 +214,27 @@ fig = plot_lira.delta_auc_figure(outlier_frac, deltas, minimums, paper_range, po
 run.figure(fig, "delta_auc")
 
 # %% [markdown]
+# ## LiRA at matched fit, below the fit level
+# Every shadow also kept its weights at the first epoch whose clean training accuracy on its IN
+# examples reached each of `fit_levels`: the same models read earlier, nothing trained again.
+# BN minus no-BN there (online LiRA, all examples), beside both norms' accuracies at the reading.
+
+# %%
+levels = exposure.level_reading(pools, sigma_floor) if pools.levels else None
+if levels is not None:
+    display(Markdown(text.level_table(levels)))
+
+# %% [markdown]
+# The delta-AUC against the clean training accuracy it was read at, the end of training (every
+# shadow fitted) last: does BN's excess grow as the models fit, or is it there all along?
+
+# %%
+if levels is not None:
+    title = f"online LiRA, {len(seeds)} pool(s), 95% t over pools\n{recipe.words}"
+    fig = plot_lira.delta_auc_at_fit_figure(levels, deltas, fit_level, paper_range, title)
+    run.figure(fig, "delta_auc_at_fit")
+
+# %% [markdown]
 # ## Figure: log-log ROC curves
 # Online LiRA at the largest mix, every target's scores pooled into one curve; the legend gives
 # the mean per-target AUC and the models' clean test accuracy.
@@ -302,7 +324,16 @@ if size_sweep:
 
 # %%
 rows = exposure.verdict_rows(
-    pools, scores, deltas, rare, sweep, effects, rare_share, dataset=dataset, budget=budget
+    pools,
+    scores,
+    deltas,
+    rare,
+    sweep,
+    effects,
+    rare_share,
+    dataset=dataset,
+    budget=budget,
+    levels=levels,
 )
 
 # %% [markdown]
@@ -321,6 +352,7 @@ rows = claims.holm(rows)
 key_figures = ["roc_loglog", "delta_auc"] + ["rare_roc"] * rare_pool
 key_figures += ["lr_choice"] * (norm_recipes.choices is not None)
 key_figures += ["delta_auc_vs_size"] * bool(size_sweep)
+key_figures += ["delta_auc_at_fit"] * (levels is not None)
 
 # %% [markdown]
 # Every number above goes to results.json, beside the parameters: the recipes (each norm's
@@ -333,6 +365,7 @@ results = {
     "table": table,
     "rare": rare.results() if rare_pool else None,
     "delta_auc": exposure.delta_results(deltas),
+    "delta_auc_at_fit": levels.results() if levels is not None else None,
     "effect_per_attack": effect_table,
     "memorization_score": mem.means(),
     "per_model": exposure.per_model(pools),

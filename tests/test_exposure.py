@@ -81,11 +81,11 @@ def test_lira_pool_hands_shadow_pool_the_recipe_and_its_variations(monkeypatch):
     cifar = pool_units.LiraRecipe.from_params({**P03, "dataset": "cifar10"})
     assert pool_units.lira_pool(ds, cifar, 0.0, 1, "none") == "pool"
     pool_units.lira_pool(ds, _recipe(trainer="plain", n_train=64), 0.1, 1, "bn", mitigation=mit)
-    (split0, cfg0, m0, seed0, mit0, ex0, tr0, k0, q0, _), (split1, cfg1, *rest) = calls
+    (split0, cfg0, m0, seed0, mit0, ex0, tr0, k0, q0, _, lv0), (split1, cfg1, *rest) = calls
     assert cfg0 == TrainConfig(
         arch="lenet", norm="none", epochs=1, batch_size=8, lr=0.05, weight_decay=5e-4, augment=True
     )  # augment 'auto': on for CIFAR
-    assert (m0, seed0, mit0, ex0, tr0, k0, q0) == (
+    assert (m0, seed0, mit0, ex0, tr0, k0, q0, lv0) == (
         2,
         1,
         units.NO_MITIGATION,
@@ -93,6 +93,7 @@ def test_lira_pool_hands_shadow_pool_the_recipe_and_its_variations(monkeypatch):
         "auto",
         8,
         "eval",
+        (),  # the paper's protocol: no fit levels to keep
     )
     assert not split0.mask.any() and len(split0.x) == 32  # mix 0: clean data
     assert cfg1.norm == "bn" and not cfg1.augment and rest[2:5] == [mit, "inprocess", "plain"]
@@ -591,3 +592,67 @@ def test_the_budgets_run_pools_as_the_unit_and_full_runs_the_papers_data_size():
     assert {0.0, 0.05} <= set(full["outlier_frac"])
     sizes = full["size_sweep"]
     assert len(sizes) >= 5 and max(sizes) == full["n_train"]
+
+
+def _leveled_pools(train_acc_none=0.96):
+    """Clean pools of 3 seeds whose models were also kept at 0.95: there BN leaks more (shift
+    1.5 against 0.2), at the end less (0.3 against 0.3); no-BN's clean training accuracy at 0.95
+    is `train_acc_none` (BN's: 0.96)."""
+    shadows = {}
+    for sd in (0, 1, 2):
+        for norm, end, low in (("bn", 0.3, 1.5), ("none", 0.3, 0.2)):
+            at = _pool(60, low, 10 * sd + (norm == "bn"), m=6)
+            acc = 0.96 if norm == "bn" else train_acc_none
+            at = dataclasses.replace(at, train_clean_acc=np.full(6, acc), epochs=np.full(6, 3))
+            at = dataclasses.replace(at, censored=np.zeros(6, bool))
+            main = _pool(60, end, 10 * sd + (norm == "bn"), m=6)
+            main = dataclasses.replace(main, at_levels={0.95: at})
+            shadows[0.0, sd, norm] = main
+    return exposure.Pools.of(shadows, {(0.0, sd): np.zeros(60, bool) for sd in (0, 1, 2)})
+
+
+def test_lira_at_a_level_reads_the_shadows_kept_there_and_judges_that_fit():
+    pools = _leveled_pools()
+    assert pools.levels == [0.95]
+    reading = exposure.level_reading(pools, sigma_floor=1e-3)
+    at = pools.at_level(0.95)
+    by_hand = {k: mia.lira(p.phi, p.keep, sigma_floor=1e-3) for k, p in at.shadow.items()}
+    want = exposure.online_deltas(at, by_hand)[0.0, "all"]
+    got = reading.deltas[0.95][0.0, "all"]
+    assert (got.value, got.lo, got.hi) == pytest.approx((want.value, want.lo, want.hi))
+    assert got.lo > 1.0  # BN's excess at 0.95, where the end pools show none
+    end = exposure.online_deltas(pools, exposure.attack_scores(pools, 1e-3))[0.0, "all"]
+    assert abs(end.value) < got.value
+    rows = exposure.verdict_rows(
+        pools, {}, {}, None, None, None, 0.02, dataset="t", budget="ci", levels=reading
+    )
+    (row,) = [r for r in rows if r.id == "03.auc.fit"]
+    assert row.fields["level"] == "95%" and row.measured == pytest.approx(got.value)
+    assert row.fields["clean_train_acc"] == pytest.approx({"bn": 0.96, "none": 0.96})
+    assert row.verdict == "reproduced" and "At 95% clean training accuracy" in row.claim
+    assert reading.results()["0.95"]["0"]["delta_auc"]["value"] == pytest.approx(got.value)
+    assert "| 95% | 0% |" in text.level_table(reading)
+
+
+def test_lira_at_a_level_with_a_training_gap_over_one_point_is_inconclusive():
+    pools = _leveled_pools(train_acc_none=0.94)  # 2 points below BN's 0.96 at the reading
+    reading = exposure.level_reading(pools, sigma_floor=1e-3)
+    rows = exposure.verdict_rows(
+        pools, {}, {}, None, None, None, 0.02, dataset="t", budget="ci", levels=reading
+    )
+    (row,) = [r for r in rows if r.id == "03.auc.fit"]
+    assert row.verdict == "inconclusive" and "training" in row.magnitude
+
+
+def test_the_delta_auc_at_fit_figure_draws_each_level_then_the_end_and_passes_the_checks():
+    pools = _leveled_pools()
+    reading = exposure.level_reading(pools, sigma_floor=1e-3)
+    end = exposure.online_deltas(pools, exposure.attack_scores(pools, 1e-3))
+    fig = plot_lira.delta_auc_at_fit_figure(reading, end, 0.99, (3.0, 5.0), "toy")
+    assert plots.audit(fig) == []
+    ax = fig.axes[0]
+    (bars,) = [c for c in ax.containers if c.get_label() == "0% outlier mix"]
+    line = bars.lines[0]
+    got = end[0.0, "all"].value
+    assert list(line.get_xdata()) == pytest.approx([0.95, 0.99])
+    assert list(line.get_ydata()) == pytest.approx([reading.deltas[0.95][0.0, "all"].value, got])

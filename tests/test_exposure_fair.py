@@ -42,7 +42,7 @@ def _recipes(lrs=None, fit_level=0.9, epochs=7) -> NormRecipes:
 
 # ---------------------------------------------------------------- the recipe reaches the shadows
 def test_the_fair_recipe_gives_each_norms_shadows_its_own_lr_and_the_fit_level(monkeypatch):
-    recipe = pool_units.LiraRecipe.from_params(FAIR, _recipes())
+    recipe = pool_units.LiraRecipe.from_params({**FAIR, "fit_levels": [0.5, 0.8]}, _recipes())
     bn, none = recipe.train_config("bn"), recipe.train_config("none")
     assert (bn.lr, none.lr) == (0.5, 0.05)
     assert bn.fit_level == none.fit_level == 0.9 and bn.epochs == none.epochs == 7
@@ -50,9 +50,9 @@ def test_the_fair_recipe_gives_each_norms_shadows_its_own_lr_and_the_fit_level(m
     monkeypatch.setattr(pool_units, "shadow_pool", lambda *a: calls.append(a) or "pool")
     for norm in ("bn", "none"):
         pool_units.lira_pool(_dataset(), recipe, 0.1, 1, norm)
-    assert [(c[1].norm, c[1].lr, c[1].fit_level) for c in calls] == [
-        ("bn", 0.5, 0.9),
-        ("none", 0.05, 0.9),
+    assert [(c[1].norm, c[1].lr, c[1].fit_level, c[-1]) for c in calls] == [
+        ("bn", 0.5, 0.9, (0.5, 0.8)),  # and the lower levels each shadow is also kept at
+        ("none", 0.05, 0.9, (0.5, 0.8)),
     ]
     # a size-sweep variation keeps every norm's learning rate and the fit rule
     small = dataclasses.replace(recipe, n_train=16).train_config("bn")
@@ -61,6 +61,7 @@ def test_the_fair_recipe_gives_each_norms_shadows_its_own_lr_and_the_fit_level(m
         "protocol": "fair",
         "lr": {"bn": 0.5, "none": 0.05},
         "fit_level": 0.9,
+        "fit_levels": [0.5, 0.8],
         "epoch_cap": 7,
     }
 

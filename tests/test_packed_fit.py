@@ -130,6 +130,39 @@ def test_a_member_stops_at_fit_with_the_state_and_history_of_train_fit_with_that
         _same_history(res.history, twin.history, 32)
 
 
+def test_snapshots_keep_the_weights_at_the_first_epoch_reaching_each_level_as_train_fit_does():
+    sp = _split(seed=0)
+    base = TrainConfig(epochs=4, batch_size=16, lr=0.02, seed=1)
+    at2 = _level_reached_at_epoch_2(sp, base)
+    short = TrainConfig(**{**asdict(base), "epochs": 1})  # stops before it reaches the level
+    jobs = [packed_fit.Job(sp, base), packed_fit.Job(sp, short)]
+    got = packed_fit.fit_pack(jobs, snapshots=(at2,))
+    twins = [fit(sp, c, progress=False, snapshots=(at2,)) for c in (base, short)]
+    assert got[1].snapshots is None and twins[1].snapshots is None  # never reached: absent
+    assert got[0].snapshots[at2][0] == twins[0].snapshots[at2][0] == 2  # the first epoch there
+    _same_state(got[0].snapshots[at2][1], twins[0].snapshots[at2][1])
+    # the snapshot is the weights after epoch 2: those of the same run stopped at that level
+    stopped = fit(sp, TrainConfig(**{**asdict(base), "fit_level": at2}), progress=False)
+    _same_state(got[0].snapshots[at2][1], stopped.state)
+    assert not torch.equal(got[0].snapshots[at2][1]["fc3.weight"], got[0].state["fc3.weight"])
+    _same_state(got[0].state, twins[0].state)  # and training went on to its end
+
+
+def test_without_the_test_pass_training_stopping_and_snapshots_are_unchanged():
+    sp = _split(seed=0)
+    base = TrainConfig(epochs=4, batch_size=16, lr=0.02, seed=1)
+    level = _level_reached_at_epoch_2(sp, base)
+    cfgs = [TrainConfig(**{**asdict(base), "fit_level": 0.9999}), base]
+    jobs = [packed_fit.Job(sp, c) for c in cfgs]
+    full = packed_fit.fit_pack(jobs, snapshots=(level,))
+    lean = packed_fit.fit_pack(jobs, snapshots=(level,), eval_test=False)
+    for a, b in zip(full, lean):
+        assert torch.equal(a.snapshots[level][1]["fc3.weight"], b.snapshots[level][1]["fc3.weight"])
+        assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)
+        assert a.history["clean_acc"] == b.history["clean_acc"] and a.epochs == b.epochs
+        assert all(math.isnan(v) for v in b.history["test_acc"])
+
+
 def test_the_pack_keeps_logits_at_checkpoints_equal_to_the_members_eval_logits():
     sp = _split(seed=0)
     cfgs = [TrainConfig(epochs=e, batch_size=16, lr=0.02, seed=s) for s, e in ((1, 1), (2, 2))]

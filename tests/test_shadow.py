@@ -226,3 +226,42 @@ def test_a_pool_reports_each_finished_pack_to_the_progress_file(tmp_path, monkey
         ("shadows lenet/bn", 4, 8),
         ("shadows lenet/bn", 8, 8),
     ]
+
+
+@pytest.mark.parametrize("trainer", ["packed", "plain"])
+def test_a_pool_read_at_a_level_holds_each_shadows_scores_at_its_first_epoch_there(
+    tmp_path, trainer
+):
+    """Each shadow's level reading equals the same shadow trained with that level as its fit rule
+    (stopped at its first epoch there); the levels are part of each unit's key."""
+    sp, keep = _toy_split(), shadow.keep_matrix(4, 64, 0)
+    base = TrainConfig(arch="lenet", norm="bn", epochs=3, batch_size=16, lr=0.05, fit_level=0.9999)
+    store = Store(tmp_path / "c")
+    kw = dict(trainer=trainer, pack_size=4, store=store, progress=False)
+    pool = shadow.run_shadows(sp, base, keep, levels=(0.5,), **kw)
+    low = pool.at_levels[0.5]
+    at_half = TrainConfig(**{**base.as_dict(), "fit_level": 0.5})
+    stopped = shadow.run_shadows(sp, at_half, keep, **kw)
+    assert not low.censored.any() and np.array_equal(low.epochs, stopped.epochs)
+    assert (low.epochs < pool.epochs).any()  # some shadow reached 0.5 before its end
+    assert np.allclose(low.phi, stopped.phi, atol=1e-3)
+    assert np.allclose(low.test_acc, stopped.test_acc)
+    assert np.allclose(low.train_clean_acc, stopped.train_clean_acc)
+    assert shadow.n_cached(sp, base, keep, trainer=trainer, pack_size=4, store=store) == 0
+    n = shadow.n_cached(sp, base, keep, trainer=trainer, pack_size=4, store=store, levels=(0.5,))
+    assert n == 4
+
+
+def test_a_level_a_shadow_never_reaches_reads_it_at_its_end_marked_censored(tmp_path):
+    g = torch.Generator().manual_seed(5)
+    x = (torch.rand(64, 1, 28, 28, generator=g) * 255).to(torch.uint8)  # no signal to learn
+    y = torch.randint(0, 4, (64,), generator=g)
+    sp = data.Split(x, y, y, torch.zeros(64, dtype=torch.bool), x[:32], y[:32], 4, (0.5,), (0.3,))
+    keep = shadow.keep_matrix(4, 64, 0)
+    base = TrainConfig(arch="lenet", norm="bn", epochs=1, batch_size=16, lr=0.01)
+    kw = dict(pack_size=4, store=Store(tmp_path / "c"), progress=False)
+    pool = shadow.run_shadows(sp, base, keep, levels=(0.9999,), **kw)
+    never = pool.at_levels[0.9999]
+    assert (pool.train_clean_acc < 0.9999).all() and not pool.censored.any()
+    assert never.censored.all() and np.array_equal(never.phi, pool.phi)
+    assert np.array_equal(never.epochs, pool.epochs)
