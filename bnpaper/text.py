@@ -404,10 +404,13 @@ def _fmt(e) -> str:
 
 
 def _interval(e: dict) -> str:
-    """A value in points with its interval, "n/a" for an end that is not finite."""
+    """A value in points with its interval, "n/a" for an end that is not finite (or None: a
+    non-finite end as results.json stores it)."""
     import math
 
-    ends = [f"{x:+.1f}" if math.isfinite(x) else "n/a" for x in (e["lo"], e["hi"])]
+    ends = [
+        f"{x:+.1f}" if x is not None and math.isfinite(x) else "n/a" for x in (e["lo"], e["hi"])
+    ]
     return f"{e['value']:+.1f} [{ends[0]}, {ends[1]}]"
 
 

@@ -656,3 +656,14 @@ def test_the_delta_auc_at_fit_figure_draws_each_level_then_the_end_and_passes_th
     got = end[0.0, "all"].value
     assert list(line.get_xdata()) == pytest.approx([0.95, 0.99])
     assert list(line.get_ydata()) == pytest.approx([reading.deltas[0.95][0.0, "all"].value, got])
+
+
+def test_the_effect_table_reads_one_pools_ends_from_results_json_as_n_a():
+    """One pool has no interval; results.json stores its non-finite ends as null."""
+    one = {"value": 2.5, "lo": None, "hi": None, "n": 1, "level": 0.95}
+    effects = {
+        f"0.05/all/online/{m}": {**one, "n_nonmembers": 1000, "resolvable": True}
+        for m in ("auc", "tpr@0.01", "tpr@0.001")
+    }
+    md = text.effect_table(effects).splitlines()
+    assert md[2].startswith("| 5% | all | online | +2.5 [n/a, n/a]")
