@@ -248,6 +248,31 @@ def lr_dependence_note(claims: list[dict]) -> str:
     return " ".join(out)
 
 
+LIRA_END = {"0%": "03.auc.mix0.all", "1%": "03.auc.mix1.all", "5%": "03.auc.mix5.all"}
+
+
+def lira_fit_note(claims: list[dict]) -> str:
+    """One sentence on notebook 03's LiRA along fit (rows `03.auc.fit` of a results file's
+    `claims`, then each mix's end-of-training row): per outlier mix, BN minus no-BN at each
+    lower level and at the end, with intervals and verdicts; "" when the run has no such rows."""
+    rows = [c for c in claims if c.get("id") == "03.auc.fit"]
+    parts = []
+    for mix in dict.fromkeys(str(c.get("mix")) for c in rows):
+        mine = [c for c in rows if str(c.get("mix")) == mix]
+        each = [f"{c.get('level')} {_estimate(c)} ({verdict_word(c)})" for c in mine]
+        end = _pick(claims, LIRA_END.get(mix, "03.auc.other.all"), {"mix": mix})
+        if end is not None:
+            each.append(f"end {_estimate(end)} ({verdict_word(end)})")
+        parts.append(f"{mix} mix: " + ", ".join(each))
+    if not parts:
+        return ""
+    return (
+        "LiRA along fit (03.auc.fit: the same shadows read at the first epoch their clean "
+        "training accuracy reached each level, then at the end, every shadow trained to fit), "
+        "BN minus no-BN in AUC points on all examples, 95% t over pools: " + "; ".join(parts) + "."
+    )
+
+
 def across(root: Path | None = None) -> str:
     """One sentence from the aggregate rows (`results_tables.aggregates`): how many claims of the
     paper (by case) hold in every committed configuration that tested them, which, and how many
@@ -297,7 +322,7 @@ def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> st
     timing = run_time_line(root, dataset)
     notes = [
         textwrap.fill(t, 100, break_long_words=False, break_on_hyphens=False)
-        for t in (lr_dependence_note(claims), summary, across(root), timing)
+        for t in (lr_dependence_note(claims), lira_fit_note(claims), summary, across(root), timing)
         if t
     ]
     lines = [SUMMARY_HEADER, *rows, *(line for note in notes for line in ("", note))]

@@ -485,3 +485,21 @@ def test_the_readme_names_every_rate_of_the_learning_rate_curve_with_its_verdict
     )
     assert "no-BN at another one, supported at 0 of 1 rates (0.158: 0.100 (not supported))" in note
     assert report.lr_dependence_note(claims_[-1:]) == ""
+
+
+def test_the_readme_reads_lira_along_fit_per_mix_each_level_then_the_end():
+    def row(cid, mix, level, v, lo, hi, verdict):
+        out = {"id": cid, "mix": mix, "measured": v, "lo": lo, "hi": hi, "verdict": verdict}
+        return {**out, "level": level} if level else out
+
+    claims_ = [
+        row("03.auc.fit", "0%", "95%", 0.02, -1.2, 1.2, "inconclusive"),
+        row("03.auc.fit", "0%", "98%", 0.9, -0.4, 2.3, "inconclusive"),
+        row("03.auc.mix0.all", "0%", None, 1.7, 0.1, 3.3, "reproduced"),
+        row("03.auc.fit", "5%", "95%", 0.2, -1.3, 1.7, "not reproduced"),
+    ]
+    note = report.lira_fit_note(claims_)
+    assert "0% mix: 95% 0.020 [-1.200, 1.200] (inconclusive), 98% 0.900 [-0.400, 2.300]" in note
+    assert "(inconclusive), end 1.700 [0.100, 3.300] (reproduced); 5% mix: 95% 0.200" in note
+    assert note.endswith("(not reproduced).")  # the 5% mix has no end row in this run
+    assert report.lira_fit_note(claims_[2:3]) == ""
