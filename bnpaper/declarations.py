@@ -350,6 +350,12 @@ def _cross_01(p: dict) -> None:
 
 def _cross_03(p: dict) -> None:
     _cross_rare(p, p["rare_pool"])
+    same = [x for x in p["fit_levels"] if x >= p["fit_level"]]
+    require(
+        p["protocol"] != "fair" or not same,
+        f"fit_levels={p['fit_levels']!r} has {same}, not below fit_level={p['fit_level']!r}; "
+        "allowed: levels below fit_level (the end of training is read at fit_level already)",
+    )
     require(
         p["n_shadows"] % 2 == 0, f"n_shadows={p['n_shadows']} must be even (balanced keep matrix)"
     )

@@ -288,7 +288,7 @@ class LevelReading:
         norms' clean training and test accuracy, epochs used and censored models."""
         return {
             f"{level:g}": {
-                f"{mix:g}": {
+                f"{mix}": {
                     "delta_auc": self.deltas[level][mix, "all"].as_dict(),
                     **at_fit(lp.acc[mix], lp.fit[mix]),
                     "clean_test_acc": dict(lp.acc[mix]),

@@ -106,9 +106,15 @@ class LiraRecipe:
             protocol=protocol,
             norm_lr=tuple((n, float(recipes.lr(n))) for n in searched),
             fit_level=recipes.base.fit_level,
-            fit_levels=tuple(float(lv) for lv in p.get("fit_levels", ())),
+            fit_levels=tuple(sorted(float(lv) for lv in p.get("fit_levels", ()))),
             epochs=recipes.base.epochs,
         )
+
+    def at_end_only(self, **changes) -> LiraRecipe:
+        """This recipe with `changes` and without `fit_levels`: for pools read at the end of
+        training only (the rare-class pools, the size sweep's smaller pools), whose shadows then
+        keep no snapshots they would never be read at."""
+        return replace(self, fit_levels=(), **changes)
 
     def norm_lr_of(self, norm: str) -> float:
         """The learning rate `norm`'s shadows train with."""

@@ -268,7 +268,8 @@ def lira_fit_note(claims: list[dict]) -> str:
         return ""
     return (
         "LiRA along fit (03.auc.fit: the same shadows read at the first epoch their clean "
-        "training accuracy reached each level, then at the end, every shadow trained to fit), "
+        "training accuracy reached each level, then at the end: fit 0.99 or the epoch cap, "
+        "censored shadows named in the rows), "
         "BN minus no-BN in AUC points on all examples, 95% t over pools: " + "; ".join(parts) + "."
     )
 

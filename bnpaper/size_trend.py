@@ -4,7 +4,6 @@ by weighted least squares within the sizes measured: nothing is predicted beyond
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -127,7 +126,7 @@ def size_pools(
     return {
         (n, s, norm): pools[SIZE_MIX, s, norm]
         if n == p["n_train"] and (SIZE_MIX, s, norm) in pools
-        else pool_units.lira_pool(ds, dataclasses.replace(recipe, n_train=n), SIZE_MIX, s, norm)
+        else pool_units.lira_pool(ds, recipe.at_end_only(n_train=n), SIZE_MIX, s, norm)
         for n in p["size_sweep"]
         for s in p["seeds"]
         for norm in NORMS

@@ -144,7 +144,8 @@ if norm_recipes.choices is not None:
 # NBVAL_IGNORE_OUTPUT
 start = time.time()
 pools = exposure.lira_pools(ds, run.params, outlier_frac, recipe)
-rare_pools = exposure.lira_pools(ds, run.params, ["rare"], recipe) if rare_pool else None
+rare_recipe = recipe.at_end_only()  # read at the end of training only
+rare_pools = exposure.lira_pools(ds, run.params, ["rare"], rare_recipe) if rare_pool else None
 n_models = pools.n_models + (rare_pools.n_models if rare_pool else 0)
 print(f"{n_models} shadow models ready in {time.time() - start:.0f} s")
 
@@ -225,8 +226,8 @@ if levels is not None:
     display(Markdown(text.level_table(levels)))
 
 # %% [markdown]
-# The delta-AUC against the clean training accuracy it was read at, the end of training (every
-# shadow fitted) last: does BN's excess grow as the models fit, or is it there all along?
+# The delta-AUC against the clean training accuracy it was read at, the end of training last
+# (fit_level, or the epoch cap for a censored shadow): is BN's excess there from the start?
 
 # %%
 if levels is not None:

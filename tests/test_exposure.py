@@ -630,7 +630,7 @@ def test_lira_at_a_level_reads_the_shadows_kept_there_and_judges_that_fit():
     assert row.fields["level"] == "95%" and row.measured == pytest.approx(got.value)
     assert row.fields["clean_train_acc"] == pytest.approx({"bn": 0.96, "none": 0.96})
     assert row.verdict == "reproduced" and "At 95% clean training accuracy" in row.claim
-    assert reading.results()["0.95"]["0"]["delta_auc"]["value"] == pytest.approx(got.value)
+    assert reading.results()["0.95"]["0.0"]["delta_auc"]["value"] == pytest.approx(got.value)
     assert "| 95% | 0% |" in text.level_table(reading)
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bnpaper import claims, data, exposure, pool_units, shadow, text
+from bnpaper import claims, data, exposure, params, pool_units, shadow, text
 from bnpaper.config import ConfigError
 from bnpaper.lr_choice import LrChoice, Recipes
 from bnpaper.recipes import NormRecipes, paper
@@ -193,3 +193,14 @@ def test_fit_of_reads_old_pools_without_epochs_as_not_recorded():
     )
     f = exposure.fit_of([pool])
     assert np.isnan(f["epochs_mean"]) and f["censored"] == 0 and f["models"] == 2
+
+
+def test_03s_fit_levels_are_sorted_kept_below_fit_level_and_left_out_where_not_read():
+    recipe = pool_units.LiraRecipe.from_params({**FAIR, "fit_levels": [0.8, 0.5]}, _recipes())
+    assert recipe.fit_levels == (0.5, 0.8)  # one unit key whatever the order given
+    rare = recipe.at_end_only(n_train=16)  # the rare-class pools and the sweep's smaller pools
+    assert rare.fit_levels == () and rare.n_train == 16 and rare.norm_lr == recipe.norm_lr
+    for levels in ([0.95, 0.99], [0.999]):
+        with pytest.raises(ConfigError, match=r"fit_levels=.*not below fit_level=0.99"):
+            params.resolve("03_lira", {"fit_levels": levels})
+    assert params.resolve("03_lira", {"protocol": "paper", "fit_levels": [0.999]})  # unread there

@@ -140,3 +140,13 @@ def test_recipe_from_params_takes_every_field_the_parameters_name_and_the_change
         augment=False,
         seed=1,
     )
+
+
+def test_snapshots_and_a_checkpoint_together_are_refused_before_training(tmp_path):
+    y = torch.zeros(8, dtype=torch.long)
+    x = torch.zeros(8, 1, 28, 28, dtype=torch.uint8)
+    sp = data.Split(x, y, y, torch.zeros(8, dtype=torch.bool), x, y, 2, (0.5,), (0.5,))
+    cfg = train.TrainConfig(epochs=1, batch_size=4)
+    with pytest.raises(ValueError, match="snapshots are not kept across a resumed checkpoint"):
+        train.fit(sp, cfg, checkpoint=tmp_path / "ckpt.pt", snapshots=(0.5,), progress=False)
+    assert not (tmp_path / "ckpt.pt").exists()
