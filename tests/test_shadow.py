@@ -265,3 +265,19 @@ def test_a_level_a_shadow_never_reaches_reads_it_at_its_end_marked_censored(tmp_
     assert (pool.train_clean_acc < 0.9999).all() and not pool.censored.any()
     assert never.censored.all() and np.array_equal(never.phi, pool.phi)
     assert np.array_equal(never.epochs, pool.epochs)
+
+
+def test_a_level_pool_in_train_batch_query_mode_queries_each_shadows_snapshot(tmp_path):
+    """bn_query_mode='train-batch' recomputes the queries from stored weights: at a level, from
+    the snapshot's, so it equals the run stopped at that level queried the same way."""
+    sp, keep = _toy_split(), shadow.keep_matrix(4, 64, 0)
+    base = TrainConfig(arch="lenet", norm="bn", epochs=3, batch_size=16, lr=0.05, fit_level=0.9999)
+    kw = dict(pack_size=4, store=Store(tmp_path / "c"), progress=False)
+    kw["bn_query_mode"] = "train-batch"
+    low = shadow.run_shadows(sp, base, keep, levels=(0.5,), **kw).at_levels[0.5]
+    at_half = TrainConfig(**{**base.as_dict(), "fit_level": 0.5})
+    stopped = shadow.run_shadows(sp, at_half, keep, **kw)
+    assert np.array_equal(low.epochs, stopped.epochs) and (low.epochs < 3).any()
+    assert np.allclose(low.phi, stopped.phi, atol=1e-3)
+    eval_mode = shadow.run_shadows(sp, base, keep, levels=(0.5,), **{**kw, "bn_query_mode": "eval"})
+    assert not np.allclose(eval_mode.at_levels[0.5].phi, low.phi, atol=1e-3)  # the mode matters
