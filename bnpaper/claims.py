@@ -454,6 +454,7 @@ def judge(
 
 ALPHA = 0.025  # one-sided, family-wise; a family of one keeps the 95% interval's rule
 HOLM_ALPHA = ALPHA  # the name before verdict families
+CORRECTION_NOTE = "not significant after Bonferroni's correction over the"  # a corrected row's note
 
 
 def _declared_rows(claim_id: str) -> int:
@@ -491,7 +492,7 @@ def correct(rows: Iterable[Verdict], alpha: float = ALPHA) -> list[Verdict]:
             new = dataclasses.replace(new, magnitude=_joined(new.magnitude, over))
         if holds(r.verdict) and m > 1 and p_adj > alpha:
             why = (
-                f"not significant after Bonferroni's correction over the {m} tests of its "
+                f"{CORRECTION_NOTE} {m} tests of its "
                 f"family {r.family} (p = {r.p:.2g}, adjusted {p_adj:.2g})"
             )
             new = new.with_verdict("inconclusive", why)
@@ -500,3 +501,48 @@ def correct(rows: Iterable[Verdict], alpha: float = ALPHA) -> list[Verdict]:
 
 
 holm = correct  # the name notebooks used before verdict families
+
+
+def stored_before_families(row: Mapping) -> bool:
+    """Whether a stored row was judged before the verdict families: it was corrected (it has a
+    `family_size`) but has no `kind`, which every row `correct` gives since carries. Its
+    correction was Holm's over the rows of its own run, and a direction test then passed at a
+    lower bound above 0 rather than at `min_effect`. Only a re-run judges it by today's rules."""
+    return "kind" not in row and "family_size" in row
+
+
+def recorrected(row: Mapping, alpha: float = ALPHA) -> dict:
+    """A stored row (results.json) corrected again at its family's size declared today, where
+    it was stored under another size (a family grown by a new configuration before the run
+    that fills it): Bonferroni's correction is a function of the row's own p and m alone, so
+    it is recomputed exactly, as `correct` would give it now. A row that passed its own test
+    (it holds, or was made inconclusive by the correction alone) holds again when m p <=
+    `alpha`, else reads inconclusive and says so; the note names the stored size. Rows
+    without a p-value, stored before the families (`stored_before_families`), or stored at
+    today's size come back unchanged."""
+    out = dict(row)
+    p, m_old = row.get("p"), row.get("family_size")
+    if stored_before_families(row) or p is None or m_old is None or not math.isfinite(p):
+        return out
+    name = family_of(str(row["id"]))
+    m = int(family(name)["size"])
+    if m == m_old:
+        return out
+    notes = [x for x in str(row.get("magnitude") or "").split("; ") if x]
+    kept = [x for x in notes if not x.startswith(CORRECTION_NOTE)]
+    passed = holds(row["verdict"]) or len(kept) < len(notes)
+    p_adj = min(1.0, max(m, 1) * p)
+    out.update(p_adjusted=p_adj, family_size=m)
+    again = f"corrected again at its family's size declared today, {m} (stored under {m_old})"
+    if not passed:
+        out["magnitude"] = _joined(*kept, again)
+        return out
+    kind = row.get("kind", "paper")
+    if m > 1 and p_adj > alpha:
+        why = (
+            f"{CORRECTION_NOTE} {m} tests of its family {name} (p = {p:.2g}, adjusted {p_adj:.2g})"
+        )
+        out.update(verdict="inconclusive", magnitude=_joined(*kept, why, again))
+    else:
+        out.update(verdict=VERDICTS[kind][0], magnitude=_joined(*kept, again))
+    return out

@@ -278,7 +278,8 @@ def across(root: Path | None = None) -> str:
     """One sentence from the aggregate rows (`results_tables.aggregates`): how many claims of the
     paper (by case) hold in every committed configuration that tested them, which, and how many
     hold in some cells only or in none; "" when nothing is committed."""
-    aggs = aggregates(root)
+    judged = aggregates(root)
+    aggs = [a for a in judged if a.cells]  # cells judged by today's rules
     if not aggs:
         return ""
     n_cells = len({cell for a in aggs for cell, _ in a.cells})
@@ -292,7 +293,16 @@ def across(root: Path | None = None) -> str:
         f"that tested them" + (f" ({names})" if every else "")
     )
     rest = f", {len(some)} in some cells only and {none} in none (every cell named in "
-    return text + rest + "figures/REPORT.md)."
+    earlier = sorted({cell for a in judged for cell in a.earlier})
+    if not earlier:
+        return text + rest + "figures/REPORT.md)."
+    return (
+        text
+        + rest
+        + "figures/REPORT.md). Not counted: the rows of "
+        + ", ".join(earlier)
+        + ", judged before the verdict families (they need a re-run)."
+    )
 
 
 def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> str:

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .claims import kind_of, worded
+from .claims import kind_of, recorrected, stored_before_families, worded
 from .config import NOTEBOOKS, repo_root
 
 
@@ -29,7 +29,8 @@ def collect(
 ) -> list[tuple[str, str, dict]]:
     """(notebook, folder label, results) for the results.json below `root`/results (default: the
     repository's committed results): the reference configurations, or with
-    `every_configuration` every committed configuration (results/<nb>/<label>/)."""
+    `every_configuration` every committed configuration (results/<nb>/<label>/). Each claim
+    row comes corrected at its family's size declared today (`claims.recorrected`)."""
     root = root or repo_root()
     found = []
     for nb in NOTEBOOKS:
@@ -39,7 +40,10 @@ def collect(
                 continue
             if dataset and label.split(".")[0] != dataset:
                 continue
-            found.append((nb, label, json.loads(path.read_text())))
+            res = json.loads(path.read_text())
+            if "claims" in res:
+                res["claims"] = [recorrected(c) for c in res["claims"]]
+            found.append((nb, label, res))
     return found
 
 
@@ -67,10 +71,21 @@ def verdict_word(claim: dict) -> str:
     return worded(claim.get("verdict", "inconclusive"), kind_of(claim))
 
 
+BEFORE_FAMILIES = (
+    "judged before the verdict families: Holm's correction over its own run's rows, and a "
+    "direction test passing at a lower bound above 0; not counted in the rows across the "
+    "configurations until re-run"
+)
+
+
 def verdict_cell(claim: dict) -> str:
-    """The verdict in bold, with its note."""
-    note = f" ({claim['magnitude']})" if claim.get("magnitude") else ""
-    return f"**{verdict_word(claim)}**{note}"
+    """The verdict in bold, with its note (and, for a row stored before the verdict families,
+    that it was judged by the earlier rules)."""
+    notes = [claim.get("magnitude") or ""]
+    if stored_before_families(claim):
+        notes.append(BEFORE_FAMILIES)
+    note = "; ".join(x for x in notes if x)
+    return f"**{verdict_word(claim)}**" + (f" ({note})" if note else "")
 
 
 def claim_row(nb: str, claim: dict) -> str:
@@ -348,13 +363,15 @@ class Aggregate:
     """One claim of the paper (and case: corruption, mix, group, architecture...) across the
     committed configurations: per cell (a configuration that tested it) its verdict there, one
     of "reproduced" (every row of the claim and case in the cell reproduced), "not reproduced"
-    (one of them not reproduced) or "inconclusive"."""
+    (one of them not reproduced) or "inconclusive". `earlier`: the cells whose rows were
+    judged before the verdict families (`claims.stored_before_families`), named, not counted."""
 
     id: str
     case: str
     claim: str
     family: str
     cells: tuple[tuple[str, str], ...]
+    earlier: tuple[str, ...] = ()
 
     def named(self, verdict: str) -> list[str]:
         """The cells where the claim read `verdict`."""
@@ -364,13 +381,18 @@ class Aggregate:
         """ "holds in every cell (n: ...)" or "holds in k of n (...); not reproduced in ...;
         inconclusive in ...", every cell named."""
         held, n = self.named("reproduced"), len(self.cells)
+        earlier = (
+            [f"judged before the verdict families, not counted, in {', '.join(self.earlier)}"]
+            if self.earlier
+            else []
+        )
         if n and len(held) == n:
-            return f"holds in every cell ({n}: {', '.join(held)})"
+            return "; ".join([f"holds in every cell ({n}: {', '.join(held)})", *earlier])
         parts = [f"holds in {len(held)} of {n}" + (f" ({', '.join(held)})" if held else "")]
         for v in ("not reproduced", "inconclusive"):
             if self.named(v):
                 parts.append(f"{v} in {', '.join(self.named(v))}")
-        return "; ".join(parts)
+        return "; ".join(parts + earlier)
 
 
 def cell_name(label: str, res: dict) -> str:
@@ -397,6 +419,7 @@ def aggregates(root: Path | None = None) -> list[Aggregate]:
     found = collect(root, every_configuration=True)
     names = [(nb, cell_name(label, res)) for nb, label, res in found]
     cells: dict[tuple[str, str], dict[str, list[str]]] = {}
+    earlier: dict[tuple[str, str], dict[str, None]] = {}
     words: dict[tuple[str, str], dict[str, None]] = {}
     for (nb, label, res), name in zip(found, names):
         name = name[1] if names.count(name) == 1 else f"{name[1]} ({label})"
@@ -405,26 +428,30 @@ def aggregates(root: Path | None = None) -> list[Aggregate]:
                 continue
             key = (str(c.get("id", "")), _case(c, cases_only=True))
             words.setdefault(key, {})[str(c.get("claim", ""))] = None
+            if stored_before_families(c):
+                earlier.setdefault(key, {})[name] = None
+                continue
             cells.setdefault(key, {}).setdefault(name, []).append(verdict_word(c))
     out = []
-    for key in sorted(cells, key=lambda k: (k[0].split(".")[0], k)):
+    for key in sorted(words, key=lambda k: (k[0].split(".")[0], k)):
         try:
             fam = family_of(key[0])
         except KeyError:
             fam = "?"
-        per = tuple((cell, _cell_verdict(v)) for cell, v in cells[key].items())
+        per = tuple((cell, _cell_verdict(v)) for cell, v in cells.get(key, {}).items())
         first, *more = words[key]
         if more:  # readings of one claim (levels, epochs): a cell holds when every one does
             first += f" (and {len(more)} other reading(s) of the claim)"
-        out.append(Aggregate(key[0], key[1], first, fam, per))
+        out.append(Aggregate(key[0], key[1], first, fam, per, tuple(earlier.get(key, {}))))
     return out
 
 
 AGGREGATE_NOTE = (
     "One row per claim of the paper (and case) over every committed configuration that tested "
     "it (the quick reference and the matrix's cells): a cell holds when every row of the claim "
-    "and case there reads reproduced (its verdict as stored, after its family's correction); "
-    "the cells that read not reproduced or inconclusive are named."
+    "and case there reads reproduced (its verdict after its family's correction at the size "
+    "declared today); the cells that read not reproduced or inconclusive are named, and so are "
+    "the cells judged before the verdict families (not counted: they need a re-run)."
 )
 
 

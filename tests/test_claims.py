@@ -215,6 +215,39 @@ def test_correct_is_bonferroni_at_the_declared_family_size_and_downgrades_only_w
     assert claims.holm is claims.correct  # the notebooks' old name
 
 
+def test_a_stored_row_is_corrected_again_at_its_familys_size_declared_today():
+    """A family grown before a new configuration's run re-corrects the rows stored under its old
+    size exactly as `correct` corrects a fresh row today; other rows come back unchanged."""
+    m = claims.family("memorization_strength")["size"]
+    assert m == 50
+
+    def stored(p, verdict, m_old, note=""):
+        row = _row(p, verdict).as_dict()
+        return {**row, "magnitude": note, "p_adjusted": min(1.0, m_old * p), "family_size": m_old}
+
+    # held at m = 40 (40 x 0.0006 = 0.024), fails at 50 (0.03): inconclusive, says both sizes
+    again = claims.recorrected(stored(0.0006, "reproduced", 40))
+    fresh = claims.correct([_row(0.0006)])[0].as_dict()
+    assert again["verdict"] == fresh["verdict"] == "inconclusive"
+    assert again["p_adjusted"] == pytest.approx(fresh["p_adjusted"]) and again["family_size"] == 50
+    assert "50 tests of its family memorization_strength" in again["magnitude"]
+    assert "stored under 40" in again["magnitude"]
+    # inconclusive at m = 80 by the correction alone (0.04), holds at 50 (0.02): the old note goes
+    note = "not significant after Bonferroni's correction over the 80 tests of its family x"
+    again = claims.recorrected(stored(0.0004, "inconclusive", 80, f"a; {note}"))
+    assert again["verdict"] == "reproduced" and again["magnitude"].startswith("a; corrected again")
+    # inconclusive for another reason (no correction note): stays inconclusive
+    assert claims.recorrected(stored(0.0004, "inconclusive", 80, "a"))["verdict"] == "inconclusive"
+    assert claims.recorrected(stored(0.9, "not reproduced", 40))["verdict"] == "not reproduced"
+    # today's size, no p-value, or stored before the families: unchanged
+    same = stored(0.0006, "reproduced", 50)
+    assert claims.recorrected(same) == same
+    nop = {**_row(None).as_dict()}
+    assert claims.recorrected(nop) == nop
+    old = {k: v for k, v in stored(0.0006, "reproduced", 13).items() if k != "kind"}
+    assert claims.stored_before_families(old) and claims.recorrected(old) == old
+
+
 def test_the_same_evidence_gets_the_same_verdict_whatever_the_run_holds():
     """A row's corrected verdict and p-value depend on its own evidence alone: alone (a run of
     one notebook, `--only`), among the rows of every notebook, or among any other rows of its

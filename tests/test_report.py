@@ -3,7 +3,7 @@ import re
 import subprocess
 import sys
 
-from bnpaper import config, report, results_tables
+from bnpaper import claims, config, report, results_tables
 
 
 def _write(root, nb, ds, claims):
@@ -338,6 +338,9 @@ def _put(root, nb, label, params, rows):
 
 
 def _verdict_row(cid, verdict, **extra):
+    """A stored row as `claims.Verdict.as_dict` writes it (with its family's `kind`), or, given
+    the old `family` field, as rows stored before the verdict families were (no `kind`)."""
+    kind = {"family_size": 6} if "family" in extra else {"kind": claims.kind_of({"id": cid})}
     return {
         "id": cid,
         "claim": f"claim {cid}",
@@ -345,6 +348,7 @@ def _verdict_row(cid, verdict, **extra):
         "lo": 0.5,
         "hi": 1.5,
         "verdict": verdict,
+        **kind,
         **extra,
     }
 
@@ -411,7 +415,7 @@ def test_an_exploratory_row_stored_as_reproduced_is_shown_as_supported(tmp_path)
     _put(tmp_path, nb, "fashion_mnist", {"arch": "lenet"}, rows)
     table = results_tables.table(tmp_path).splitlines()[2:]
     assert [line.rsplit("| **", 1)[1] for line in table] == [
-        "supported** |",
+        f"supported** ({results_tables.BEFORE_FAMILIES}) |",
         "not supported** |",
         "reproduced** |",
     ]
@@ -503,3 +507,38 @@ def test_the_readme_reads_lira_along_fit_per_mix_each_level_then_the_end():
     assert "(inconclusive), end 1.700 [0.100, 3.300] (reproduced); 5% mix: 95% 0.200" in note
     assert note.endswith("(not reproduced).")  # the 5% mix has no end row in this run
     assert report.lira_fit_note(claims_[2:3]) == ""
+
+
+def test_cells_judged_before_the_verdict_families_are_named_and_not_counted(tmp_path):
+    """A configuration whose rows were judged by the earlier rules (Holm over its own run, no
+    `kind`) is named in the aggregate rows and the README sentence, never counted as holding."""
+    nb = "01_forced_memorization"
+    _put(
+        tmp_path,
+        nb,
+        "fashion_mnist",
+        {"arch": "lenet", "budget": "quick"},
+        [_verdict_row("01.final.flip", "inconclusive", corruption="flip")],
+    )
+    _put(
+        tmp_path,
+        nb,
+        "mnist_subset.full",
+        {"arch": "lenet", "budget": "full"},
+        [
+            _verdict_row("01.final.flip", "reproduced", corruption="flip", family="paper"),
+            _verdict_row("01.final.ood", "reproduced", corruption="ood", family="paper"),
+        ],
+    )
+    aggs = {(a.id, a.case): a for a in results_tables.aggregates(tmp_path)}
+    assert aggs["01.final.flip", "flip"].summary() == (
+        "holds in 0 of 1; inconclusive in fashion_mnist lenet quick; judged before the verdict "
+        "families, not counted, in mnist_subset lenet full"
+    )
+    assert aggs["01.final.ood", "ood"].cells == ()  # only an earlier cell: nothing counted
+    assert report.across(tmp_path) == (
+        "Across the committed configurations (1 cells: the quick reference and the matrix), 0 of "
+        "the paper's 1 claims and cases hold in every cell that tested them, 0 in some cells only "
+        "and 1 in none (every cell named in figures/REPORT.md). Not counted: the rows of "
+        "mnist_subset lenet full, judged before the verdict families (they need a re-run)."
+    )
