@@ -4,13 +4,14 @@ and mirrored into the README between markers (a test checks the README is up to 
 
 from __future__ import annotations
 
+import math
 import os
 import textwrap
 from pathlib import Path
 
 from .config import repo_root
 from .fit_tables import FIT_NOTE, fit_table
-from .claims import VERDICTS, kind_of
+from .claims import VERDICTS, claim, kind_of, stored_before_families
 from .results_tables import (
     AGGREGATE_NOTE,
     aggregate_table,
@@ -274,6 +275,87 @@ def lira_fit_note(claims: list[dict]) -> str:
     )
 
 
+LIRA_MIXES = ("03.auc.mix0.all", "03.auc.mix1.all", "03.auc.mix5.all", "03.auc.other.all")
+
+
+def against_paper(lo: float | None, hi: float | None, band: tuple[float, float]) -> str:
+    """Where an interval lies against the paper's range: inside it, below, above, or
+    overlapping it (no finite interval: "no interval")."""
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return "no interval"
+    a, b = band
+    if a <= lo and hi <= b:
+        return f"inside the paper's {a:g}-{b:g}"
+    if hi < a:
+        return f"below the paper's {a:g}-{b:g}"
+    if lo > b:
+        return f"above the paper's {a:g}-{b:g}"
+    return f"overlapping the paper's {a:g}-{b:g} without settling it"
+
+
+def _lira_cells(root: Path | None, dataset: str) -> list[tuple[str, dict]]:
+    """The committed LeNet-5 configurations of notebook 03 on `dataset` judged by today's rules
+    (label, results)."""
+    return [
+        (label, res)
+        for nb, label, res in collect(root, dataset, every_configuration=True)
+        if nb == "03_lira"
+        and res.get("params", {}).get("arch", "lenet") == "lenet"
+        and not any(stored_before_families(c) for c in res.get("claims", []))
+    ]
+
+
+def largest_pool_note(root: Path | None = None, dataset: str = "fashion_mnist") -> str:
+    """LiRA's headline from the largest pool measured (issue 25): the committed LeNet-5
+    configurations of notebook 03 on `dataset` with the largest `n_train`, when it exceeds the
+    quick reference's. Per mix, BN minus no-BN online LiRA AUC with its interval over pools,
+    verdict, both models' clean training and test accuracy and where it lies against the paper's
+    range; fixed-variance LiRA beside it; the quick reference's pools as the smaller size. ""
+    when no configuration is larger than the quick reference's."""
+    cells = _lira_cells(root, dataset)
+    sizes = {label: int(res["params"]["n_train"]) for label, res in cells}
+    quick = [res for label, res in cells if is_reference(label)]
+    if not sizes or (quick and max(sizes.values()) <= int(quick[0]["params"]["n_train"])):
+        return ""
+    n = max(sizes.values())
+    rows = [c for label, res in cells if sizes[label] == n for c in res.get("claims", [])]
+    params = next(res["params"] for label, res in cells if sizes[label] == n)
+    band = tuple(claim("03.auc.mix0.all")["paper_range"])
+    parts = []
+    for row in sorted(
+        (c for c in rows if c.get("id") in LIRA_MIXES), key=lambda c: c.get("outlier_frac", 0)
+    ):
+        mix = row.get("mix", "?")
+        fixed = next(
+            (c for c in rows if c.get("id") == "03.fixed.auc" and c.get("mix") == mix), None
+        )
+        text = (
+            f"{'clean data' if mix == '0%' else f'a {mix} mix'}: {_estimate(row)} "
+            f"({verdict_word(row)}; {against_paper(row.get('lo'), row.get('hi'), band)}"
+            f"{_accuracies(row)})"
+        )
+        if fixed is not None:
+            text += f", fixed-variance LiRA {_estimate(fixed)} ({verdict_word(fixed)})"
+        parts.append(text)
+    if not parts:
+        return ""
+    head = (
+        f"LiRA at the largest pool measured ({n:,} {dataset} images, each shadow on "
+        f"{n // 2:,}; {len(params.get('seeds', []))} pools of {params.get('n_shadows')} shadows "
+        f"per norm, {params.get('protocol', '?')} protocol), BN minus no-BN, online LiRA AUC "
+        "points on all examples, 95% t over pools: "
+    )
+    trend = ""
+    if quick:
+        small = _pick(quick[0].get("claims", []), "03.auc.mix0.all", {})
+        if small is not None:
+            trend = (
+                f" The quick reference's smaller pools ({int(quick[0]['params']['n_train']):,} "
+                f"images), clean data: {_estimate(small)} ({verdict_word(small)})."
+            )
+    return head + "; ".join(parts) + "." + trend
+
+
 def across(root: Path | None = None) -> str:
     """One sentence from the aggregate rows (`results_tables.aggregates`): how many claims of the
     paper (by case) hold in every committed configuration that tested them, which, and how many
@@ -333,7 +415,14 @@ def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> st
     timing = run_time_line(root, dataset)
     notes = [
         textwrap.fill(t, 100, break_long_words=False, break_on_hyphens=False)
-        for t in (lr_dependence_note(claims), lira_fit_note(claims), summary, across(root), timing)
+        for t in (
+            lr_dependence_note(claims),
+            lira_fit_note(claims),
+            largest_pool_note(root, dataset),
+            summary,
+            across(root),
+            timing,
+        )
         if t
     ]
     lines = [SUMMARY_HEADER, *rows, *(line for note in notes for line in ("", note))]

@@ -542,3 +542,78 @@ def test_cells_judged_before_the_verdict_families_are_named_and_not_counted(tmp_
         "and 1 in none (every cell named in figures/REPORT.md). Not counted: the rows of "
         "mnist_subset lenet full, judged before the verdict families (they need a re-run)."
     )
+
+
+def test_against_paper_places_an_interval_inside_below_above_or_across_the_range():
+    band = (3.0, 5.0)
+    assert report.against_paper(3.0, 5.0, band) == "inside the paper's 3-5"  # ends included
+    assert report.against_paper(0.1, 2.9, band) == "below the paper's 3-5"
+    assert report.against_paper(5.1, 9.0, band) == "above the paper's 3-5"
+    assert report.against_paper(2.0, 4.0, band).startswith("overlapping the paper's 3-5")
+    assert report.against_paper(None, 4.0, band) == "no interval"
+    assert report.against_paper(float("-inf"), 4.0, band) == "no interval"
+
+
+def test_lira_headline_comes_from_the_largest_pool_with_the_quick_pools_as_the_trend(tmp_path):
+    """The README's LiRA sentence reads the committed 03 configurations of the largest n_train
+    (one folder per mix), each mix with its interval, verdict, accuracies and place against the
+    paper's 3-5 points; the quick reference's smaller pools come after as the trend."""
+    nb = "03_lira"
+    acc = {
+        "clean_train_acc": {"bn": 0.99, "none": 0.991},
+        "clean_test_acc": {"bn": 0.9, "none": 0.89},
+    }
+
+    def row(cid, mix, frac, value, lo, hi, verdict):
+        return {
+            **_verdict_row(cid, verdict, mix=mix, outlier_frac=frac),
+            "measured": value,
+            "lo": lo,
+            "hi": hi,
+            **acc,
+        }
+
+    quick = {"arch": "lenet", "n_train": 2500, "seeds": [0, 1, 2], "n_shadows": 16}
+    _put(
+        tmp_path,
+        nb,
+        "fashion_mnist",
+        quick,
+        [row("03.auc.mix0.all", "0%", 0.0, 1.7, 0.1, 3.3, "inconclusive")],
+    )
+    assert report.largest_pool_note(tmp_path) == ""  # nothing larger than the quick pools
+    big = {**quick, "n_train": 60000, "seeds": [0, 1], "protocol": "fair"}
+    _put(
+        tmp_path,
+        nb,
+        "fashion_mnist.full.outlier_frac=0.05",
+        {**big, "outlier_frac": [0.05]},
+        [row("03.auc.mix5.all", "5%", 0.05, 0.5, 0.2, 0.8, "not reproduced")],
+    )
+    _put(
+        tmp_path,
+        nb,
+        "fashion_mnist.full.outlier_frac=0.0",
+        {**big, "outlier_frac": [0.0]},
+        [
+            row("03.auc.mix0.all", "0%", 0.0, 1.0, 0.4, 1.6, "not reproduced"),
+            row("03.fixed.auc", "0%", 0.0, 1.2, 0.5, 1.9, "inconclusive"),
+        ],
+    )
+    _put(
+        tmp_path,
+        nb,
+        "fashion_mnist.full.arch=resnet20",
+        {**big, "arch": "resnet20", "n_train": 90000},
+        [row("03.auc.mix0.all", "0%", 0.0, 9.0, 8.0, 10.0, "reproduced")],
+    )  # LeNet-5 only
+    assert report.largest_pool_note(tmp_path) == (
+        "LiRA at the largest pool measured (60,000 fashion_mnist images, each shadow on 30,000; 2 "
+        "pools of 16 shadows per norm, fair protocol), BN minus no-BN, online LiRA AUC points on "
+        "all examples, 95% t over pools: clean data: 1.000 [0.400, 1.600] (not reproduced; below "
+        "the paper's 3-5; BN 0.990 / 0.900, no-BN 0.991 / 0.890 (clean train / test)), "
+        "fixed-variance LiRA 1.200 [0.500, 1.900] (inconclusive); a 5% mix: 0.500 [0.200, 0.800] "
+        "(not reproduced; below the paper's 3-5; BN 0.990 / 0.900, no-BN 0.991 / 0.890 (clean "
+        "train / test)). The quick reference's smaller pools (2,500 images), clean data: 1.700 "
+        "[0.100, 3.300] (inconclusive)."
+    )
