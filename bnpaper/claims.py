@@ -504,27 +504,33 @@ holm = correct  # the name notebooks used before verdict families
 
 
 def stored_before_families(row: Mapping) -> bool:
-    """Whether a stored row was judged before the verdict families: it was corrected (it has a
-    `family_size`) but has no `kind`, which every row `correct` gives since carries. Its
-    correction was Holm's over the rows of its own run, and a direction test then passed at a
-    lower bound above 0 rather than at `min_effect`. Only a re-run judges it by today's rules."""
-    return "kind" not in row and "family_size" in row
+    """Whether a stored row was judged before the verdict families: a tested row (it has a
+    `family_size` or a p-value) without the `kind` every row has carried since. Its correction
+    was Holm's over the rows of its own run, and its test the one of its day (a direction test
+    then passed at a lower bound above 0 rather than at `min_effect`). Only a re-run judges it
+    by today's rules."""
+    return "kind" not in row and ("family_size" in row or row.get("p") is not None)
 
 
 def recorrected(row: Mapping, alpha: float = ALPHA) -> dict:
     """A stored row (results.json) corrected again at its family's size declared today, where
     it was stored under another size (a family grown by a new configuration before the run
-    that fills it): Bonferroni's correction is a function of the row's own p and m alone, so
-    it is recomputed exactly, as `correct` would give it now. A row that passed its own test
-    (it holds, or was made inconclusive by the correction alone) holds again when m p <=
-    `alpha`, else reads inconclusive and says so; the note names the stored size. Rows
-    without a p-value, stored before the families (`stored_before_families`), or stored at
-    today's size come back unchanged."""
+    that fills it) or stored uncorrected: Bonferroni's step is a function of the row's own p
+    and m alone, so it is recomputed exactly as `correct` takes it now. A row that passed its
+    own test (it holds, or was made inconclusive by the correction alone: `correct` runs after
+    every other rule of a notebook, so its note is the only way such a row became
+    inconclusive) holds again when m p <= `alpha`, else reads inconclusive and says so; the
+    note names the stored size. Rows without a p-value, stored before the families
+    (`stored_before_families`), stored at today's size, or whose claim id the claims file no
+    longer has come back unchanged."""
     out = dict(row)
     p, m_old = row.get("p"), row.get("family_size")
-    if stored_before_families(row) or p is None or m_old is None or not math.isfinite(p):
+    if stored_before_families(row) or p is None or not math.isfinite(p):
         return out
-    name = family_of(str(row["id"]))
+    try:
+        name = family_of(str(row["id"]))
+    except KeyError:  # a claim since renamed or removed: shown as stored
+        return out
     m = int(family(name)["size"])
     if m == m_old:
         return out
@@ -533,7 +539,8 @@ def recorrected(row: Mapping, alpha: float = ALPHA) -> dict:
     passed = holds(row["verdict"]) or len(kept) < len(notes)
     p_adj = min(1.0, max(m, 1) * p)
     out.update(p_adjusted=p_adj, family_size=m)
-    again = f"corrected again at its family's size declared today, {m} (stored under {m_old})"
+    stored = f"stored under {m_old}" if m_old is not None else "stored uncorrected"
+    again = f"corrected again at its family's size declared today, {m} ({stored})"
     if not passed:
         out["magnitude"] = _joined(*kept, again)
         return out

@@ -601,8 +601,8 @@ def verdict_rows(
     budget: str,
     levels: LevelReading | None = None,
 ) -> list[claims.Verdict]:
-    """Every verdict row of notebook 03 (before Holm's correction): BN minus no-BN per mix (all
-    examples, outliers), fixed-variance LiRA and TPR at 0.1% FPR where they apply
+    """Every verdict row of notebook 03 (before the verdict families' correction): BN minus
+    no-BN per mix (all examples, outliers), fixed-variance LiRA and TPR at 0.1% FPR where they apply
     (`_attack_rows`, from `effects`: `attack_effects`; None: none), on the pools with a rare
     class (its members, all examples), the size sweep (each size, and the trend within the sizes
     measured), every control minus no-BN, and BN minus no-BN at the lower fit `levels`

@@ -24,7 +24,7 @@ def verdict_rows(
     dataset: str,
     budget: str,
 ) -> list[Verdict]:
-    """Every verdict row of notebook 05, before Holm's correction: the share of BN's
+    """Every verdict row of notebook 05, before the verdict families' correction: the share of BN's
     memorization the chosen setting removes per kind (`05.reduction.<kind>`), its LiRA AUC change
     on 05's own pools, interval over pools (`05.lira`, if `lira`), each alternative against the
     frontier at equal accuracy (`05.frontier`) and against LiRA's frontier (`05.frontier.lira`,

@@ -308,51 +308,53 @@ def _lira_cells(root: Path | None, dataset: str) -> list[tuple[str, dict]]:
 def largest_pool_note(root: Path | None = None, dataset: str = "fashion_mnist") -> str:
     """LiRA's headline from the largest pool measured (issue 25): the committed LeNet-5
     configurations of notebook 03 on `dataset` with the largest `n_train`, when it exceeds the
-    quick reference's. Per mix, BN minus no-BN online LiRA AUC with its interval over pools,
-    verdict, both models' clean training and test accuracy and where it lies against the paper's
-    range; fixed-variance LiRA beside it; the quick reference's pools as the smaller size. ""
-    when no configuration is larger than the quick reference's."""
+    quick reference's. Per mix (each with its configuration's pools, shadows and protocol), BN
+    minus no-BN online LiRA AUC with its interval over pools, verdict, both models' clean
+    training and test accuracy and where it lies against the paper's range for that claim;
+    fixed-variance LiRA beside it; the quick reference's pools as the smaller size. "" when no
+    configuration is larger than the quick reference's."""
     cells = _lira_cells(root, dataset)
     sizes = {label: int(res["params"]["n_train"]) for label, res in cells}
     quick = [res for label, res in cells if is_reference(label)]
     if not sizes or (quick and max(sizes.values()) <= int(quick[0]["params"]["n_train"])):
         return ""
     n = max(sizes.values())
-    rows = [c for label, res in cells if sizes[label] == n for c in res.get("claims", [])]
-    params = next(res["params"] for label, res in cells if sizes[label] == n)
-    band = tuple(claim("03.auc.mix0.all")["paper_range"])
     parts = []
-    for row in sorted(
-        (c for c in rows if c.get("id") in LIRA_MIXES), key=lambda c: c.get("outlier_frac", 0)
-    ):
-        mix = row.get("mix", "?")
-        fixed = next(
-            (c for c in rows if c.get("id") == "03.fixed.auc" and c.get("mix") == mix), None
+    for label, res in cells:
+        if sizes[label] != n:
+            continue
+        p, rows = res["params"], res.get("claims", [])
+        how = (
+            f"{len(p.get('seeds', []))} pools of {p.get('n_shadows')} shadows per norm, "
+            f"{p.get('protocol', '?')} protocol"
         )
-        text = (
-            f"{'clean data' if mix == '0%' else f'a {mix} mix'}: {_estimate(row)} "
-            f"({verdict_word(row)}; {against_paper(row.get('lo'), row.get('hi'), band)}"
-            f"{_accuracies(row)})"
-        )
-        if fixed is not None:
-            text += f", fixed-variance LiRA {_estimate(fixed)} ({verdict_word(fixed)})"
-        parts.append(text)
+        for row in sorted(
+            (c for c in rows if c.get("id") in LIRA_MIXES), key=lambda c: c.get("outlier_frac", 0)
+        ):
+            mix = row.get("mix", "?")
+            band = claim(row["id"]).get("paper_range")
+            place = against_paper(row.get("lo"), row.get("hi"), tuple(band)) if band else ""
+            text = (
+                f"{'clean data' if mix == '0%' else f'a {mix} mix'} ({how}): {_estimate(row)} "
+                f"({verdict_word(row)}{'; ' + place if place else ''}{_accuracies(row)})"
+            )
+            fixed = _pick(rows, "03.fixed.auc", {"mix": mix})
+            if fixed is not None:
+                text += f", fixed-variance LiRA {_estimate(fixed)} ({verdict_word(fixed)})"
+            parts.append(text)
     if not parts:
         return ""
     head = (
-        f"LiRA at the largest pool measured ({n:,} {dataset} images, each shadow on "
-        f"{n // 2:,}; {len(params.get('seeds', []))} pools of {params.get('n_shadows')} shadows "
-        f"per norm, {params.get('protocol', '?')} protocol), BN minus no-BN, online LiRA AUC "
-        "points on all examples, 95% t over pools: "
+        f"LiRA at the largest pool measured ({n:,} {dataset} images, each shadow on {n // 2:,}), "
+        "BN minus no-BN, online LiRA AUC points on all examples, 95% t over pools: "
     )
     trend = ""
-    if quick:
-        small = _pick(quick[0].get("claims", []), "03.auc.mix0.all", {})
-        if small is not None:
-            trend = (
-                f" The quick reference's smaller pools ({int(quick[0]['params']['n_train']):,} "
-                f"images), clean data: {_estimate(small)} ({verdict_word(small)})."
-            )
+    small = _pick(quick[0].get("claims", []), "03.auc.mix0.all", {}) if quick else None
+    if small is not None:
+        trend = (
+            f" The quick reference's smaller pools ({int(quick[0]['params']['n_train']):,} "
+            f"images), clean data: {_estimate(small)} ({verdict_word(small)})."
+        )
     return head + "; ".join(parts) + "." + trend
 
 
@@ -375,7 +377,7 @@ def across(root: Path | None = None) -> str:
         f"that tested them" + (f" ({names})" if every else "")
     )
     rest = f", {len(some)} in some cells only and {none} in none (every cell named in "
-    earlier = sorted({cell for a in judged for cell in a.earlier})
+    earlier = sorted({f"{a.id.split('.')[0]} {cell}" for a in judged for cell in a.earlier})
     if not earlier:
         return text + rest + "figures/REPORT.md)."
     return (

@@ -72,9 +72,9 @@ def verdict_word(claim: dict) -> str:
 
 
 BEFORE_FAMILIES = (
-    "judged before the verdict families: Holm's correction over its own run's rows, and a "
-    "direction test passing at a lower bound above 0; not counted in the rows across the "
-    "configurations until re-run"
+    "judged before the verdict families: Holm's correction over its own run's rows and the "
+    "tests of that day (a direction test passed at a lower bound above 0); not counted in the "
+    "rows across the configurations until re-run"
 )
 
 

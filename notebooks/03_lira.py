@@ -338,11 +338,11 @@ rows = exposure.verdict_rows(
 )
 
 # %% [markdown]
-# Holm's correction within each family of this run's rows (the exploratory size trend and the
-# controls apart from the paper's claims).
+# Bonferroni's correction at each row's verdict family size, declared in claims.yaml before any
+# run (the exploratory size trend and the controls in families apart from the paper's claims).
 
 # %%
-rows = claims.holm(rows)
+rows = claims.correct(rows)
 
 # %% [markdown]
 # ## Results

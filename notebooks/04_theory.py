@@ -413,12 +413,12 @@ if decays is not None:
 # **Feedback** (toy, by seed): a rise of $(\gamma/\sigma)^2$ is the paper's loop only if $\gamma$
 # grows too. **Trained nets**, over networks (seeds): share of channels > 1, $|\gamma|$ flipped /
 # clean. **Tracking** (exploratory): memorization's rank correlation with each reading across
-# weight decays. Holm's correction runs within each family of this run's rows.
+# weight decays. Each row is corrected at its verdict family's size declared in claims.yaml.
 
 # %%
 common = (noise_frac, dataset, budget, decays)
 rows = theory.verdict_rows(ratio, probes, feedback, trained, *common)
-rows = claims.holm(rows)
+rows = claims.correct(rows)
 
 # %% [markdown]
 # The figures the report shows for this notebook.

@@ -375,7 +375,7 @@ rows = mitigation_claims.verdict_rows(
 )
 tol = claims.acc_tolerance("05")
 part_rows = parts.part_rows(runs, part_kind, seeds, bn, arms, tol, **common)
-rows = claims.holm(rows + part_rows)  # Holm's correction within each family of this run's rows
+rows = claims.correct(rows + part_rows)  # Bonferroni at each verdict family's declared size
 
 # %% [markdown]
 # Beside the verdicts: LiRA over pools, each norm's recipe, LiRA's pool recipe and the parts'

@@ -229,6 +229,7 @@ def test_a_stored_row_is_corrected_again_at_its_familys_size_declared_today():
     again = claims.recorrected(stored(0.0006, "reproduced", 40))
     fresh = claims.correct([_row(0.0006)])[0].as_dict()
     assert again["verdict"] == fresh["verdict"] == "inconclusive"
+    assert again["magnitude"].startswith(fresh["magnitude"])  # the same note, then the sizes
     assert again["p_adjusted"] == pytest.approx(fresh["p_adjusted"]) and again["family_size"] == 50
     assert "50 tests of its family memorization_strength" in again["magnitude"]
     assert "stored under 40" in again["magnitude"]
@@ -246,6 +247,19 @@ def test_a_stored_row_is_corrected_again_at_its_familys_size_declared_today():
     assert claims.recorrected(nop) == nop
     old = {k: v for k, v in stored(0.0006, "reproduced", 13).items() if k != "kind"}
     assert claims.stored_before_families(old) and claims.recorrected(old) == old
+    unknown = {**stored(0.0006, "reproduced", 40), "id": "01.no.such.claim"}
+    assert claims.recorrected(unknown) == unknown
+    # held and still holds; corrected twice is corrected once
+    held = claims.recorrected(stored(0.0001, "reproduced", 40))
+    assert held["verdict"] == "reproduced" and claims.recorrected(held) == held
+    # stored uncorrected (a p-value, no size): corrected now
+    bare = {k: v for k, v in stored(0.0006, "reproduced", 40).items() if k != "family_size"}
+    assert claims.recorrected(bare)["verdict"] == "inconclusive"
+    assert "stored uncorrected" in claims.recorrected(bare)["magnitude"]
+    # an exploratory row holds again in its own word
+    gn = {**_row(0.0001, "inconclusive", cid="01.control.gn").as_dict(), "family_size": 1000}
+    gn["magnitude"] = f"{claims.CORRECTION_NOTE} 1000 tests of its family control_gamma"
+    assert claims.recorrected(gn)["verdict"] == "supported"
 
 
 def test_the_same_evidence_gets_the_same_verdict_whatever_the_run_holds():

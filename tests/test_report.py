@@ -540,7 +540,7 @@ def test_cells_judged_before_the_verdict_families_are_named_and_not_counted(tmp_
         "Across the committed configurations (1 cells: the quick reference and the matrix), 0 of "
         "the paper's 1 claims and cases hold in every cell that tested them, 0 in some cells only "
         "and 1 in none (every cell named in figures/REPORT.md). Not counted: the rows of "
-        "mnist_subset lenet full, judged before the verdict families (they need a re-run)."
+        "01 mnist_subset lenet full, judged before the verdict families (they need a re-run)."
     )
 
 
@@ -587,7 +587,7 @@ def test_lira_headline_comes_from_the_largest_pool_with_the_quick_pools_as_the_t
         tmp_path,
         nb,
         "fashion_mnist.full.outlier_frac=0.05",
-        {**big, "outlier_frac": [0.05]},
+        {**big, "outlier_frac": [0.05], "seeds": [0, 1, 2]},
         [row("03.auc.mix5.all", "5%", 0.05, 0.5, 0.2, 0.8, "not reproduced")],
     )
     _put(
@@ -607,13 +607,39 @@ def test_lira_headline_comes_from_the_largest_pool_with_the_quick_pools_as_the_t
         {**big, "arch": "resnet20", "n_train": 90000},
         [row("03.auc.mix0.all", "0%", 0.0, 9.0, 8.0, 10.0, "reproduced")],
     )  # LeNet-5 only
-    assert report.largest_pool_note(tmp_path) == (
-        "LiRA at the largest pool measured (60,000 fashion_mnist images, each shadow on 30,000; 2 "
-        "pools of 16 shadows per norm, fair protocol), BN minus no-BN, online LiRA AUC points on "
-        "all examples, 95% t over pools: clean data: 1.000 [0.400, 1.600] (not reproduced; below "
-        "the paper's 3-5; BN 0.990 / 0.900, no-BN 0.991 / 0.890 (clean train / test)), "
-        "fixed-variance LiRA 1.200 [0.500, 1.900] (inconclusive); a 5% mix: 0.500 [0.200, 0.800] "
-        "(not reproduced; below the paper's 3-5; BN 0.990 / 0.900, no-BN 0.991 / 0.890 (clean "
-        "train / test)). The quick reference's smaller pools (2,500 images), clean data: 1.700 "
-        "[0.100, 3.300] (inconclusive)."
+    # a configuration judged before the verdict families never gives the headline
+    old = {**quick, "n_train": 80000}
+    _put(
+        tmp_path,
+        nb,
+        "fashion_mnist.full",
+        old,
+        [{**row("03.auc.mix0.all", "0%", 0.0, 9.0, 8.0, 10.0, "reproduced"), "kind": None}],
     )
+    stale = tmp_path / "results" / nb / "fashion_mnist.full" / "results.json"
+    doc = json.loads(stale.read_text())
+    doc["claims"][0].pop("kind")
+    doc["claims"][0].update(p=0.001, family_size=5)
+    stale.write_text(json.dumps(doc))
+    assert report.largest_pool_note(tmp_path) == (
+        "LiRA at the largest pool measured (60,000 fashion_mnist images, each shadow on 30,000), "
+        "BN minus no-BN, online LiRA AUC points on all examples, 95% t over pools: clean data (2 "
+        "pools of 16 shadows per norm, fair protocol): 1.000 [0.400, 1.600] (not reproduced; "
+        "below the paper's 3-5; BN 0.990 / 0.900, no-BN 0.991 / 0.890 (clean train / test)), "
+        "fixed-variance LiRA 1.200 [0.500, 1.900] (inconclusive); a 5% mix (3 pools of 16 "
+        "shadows per norm, fair protocol): 0.500 [0.200, 0.800] (not reproduced; below the "
+        "paper's 3-5; BN 0.990 / 0.900, no-BN 0.991 / 0.890 (clean train / test)). The quick "
+        "reference's smaller pools (2,500 images), clean data: 1.700 [0.100, 3.300] "
+        "(inconclusive)."
+    )
+
+
+def test_collect_gives_every_row_corrected_at_its_familys_size_declared_today(tmp_path):
+    m = claims.family("lira_overall")["size"]
+    row = {**_verdict_row("03.auc.mix0.all", "reproduced"), "p": 0.02 / m, "family_size": 1}
+    _put(tmp_path, "03_lira", "fashion_mnist", {"arch": "lenet"}, [row])
+    ((_, _, res),) = results_tables.collect(tmp_path)
+    (got,) = res["claims"]
+    assert got == claims.recorrected(row) and got["family_size"] == m
+    assert got["verdict"] == "reproduced"  # m x p = 0.02 <= 0.025
+    assert "stored under 1" in got["magnitude"]
