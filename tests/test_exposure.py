@@ -581,8 +581,12 @@ def test_05s_own_pools_draw_03s_examples_and_train_each_family_with_its_recipe(m
 def test_the_budgets_run_pools_as_the_unit_and_full_runs_the_papers_data_size():
     """Quick: at least 3 pools (the unit of every interval); full: a pool of the whole
     Fashion-MNIST training set (each shadow on 30,000), BN vs no-BN at the fair protocol, at
-    least 16 shadows, clean data and a 5% mix, at least 2 pools, and a size sweep of at least 5
-    sizes up to that pool (the headline's size), validated without running anything."""
+    least 16 shadows, clean data and a 5% mix, at least 2 pools; the matrix runs them (one cell
+    per mix) and a size sweep of at least 5 sizes, 2 pools each, with the same shadows and
+    protocol, whose sizes with the 60,000-image clean cell reach that pool (the headline's size);
+    validated without running anything."""
+    from bnpaper import reproduce
+
     quick = params.resolve("03_lira", {}).values
     assert len(quick["seeds"]) >= 3 and quick["n_shadows"] >= 16
     full = params.resolve("03_lira", {"budget": "full", "dataset": "fashion_mnist"}).values
@@ -590,8 +594,20 @@ def test_the_budgets_run_pools_as_the_unit_and_full_runs_the_papers_data_size():
     assert full["protocol"] == "fair" and full["norms"] == ["bn", "none"]
     assert full["n_shadows"] >= 16 and len(full["seeds"]) >= 2
     assert {0.0, 0.05} <= set(full["outlier_frac"])
-    sizes = full["size_sweep"]
-    assert len(sizes) >= 5 and max(sizes) == full["n_train"]
+    budget, entries = reproduce.read_matrix()
+    cells = [
+        params.resolve("03_lira", {"budget": budget, "dataset": e.dataset, **dict(e.values)}).values
+        for e in entries
+        if "03_lira" in e.notebooks and e.dataset == "fashion_mnist"
+    ]
+    at_60k = [c for c in cells if c["n_train"] == 60_000 and c["arch"] == "lenet"]
+    assert sorted(f for c in at_60k for f in c["outlier_frac"]) == [0.0, 0.05]
+    (sweep,) = [c for c in cells if c["size_sweep"]]
+    sizes = sweep["size_sweep"]
+    assert len(sizes) >= 5 and max(sizes) == sweep["n_train"] and len(sweep["seeds"]) >= 2
+    assert sweep["outlier_frac"] == [0.0] and sweep["n_train"] < 60_000
+    for key in ("protocol", "norms", "n_shadows", "seeds", "arch", "lr_seeds"):
+        assert sweep[key] == full[key], key
 
 
 def _leveled_pools(train_acc_none=0.96):
