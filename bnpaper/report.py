@@ -358,6 +358,63 @@ def largest_pool_note(root: Path | None = None, dataset: str = "fashion_mnist") 
     return head + "; ".join(parts) + "." + trend
 
 
+JOIN_KEYS = ("protocol", "n_shadows", "seeds", "norms", "lr_seeds", "epochs", "batch_size")
+
+
+def size_trend_note(root: Path | None = None, dataset: str = "fashion_mnist") -> str:
+    """LiRA against the pool size (issue 25), within the sizes measured: the committed LeNet-5
+    size sweep of notebook 03 on `dataset` with the largest sizes (per N its `03.size.delta` row:
+    BN minus no-BN online LiRA AUC on clean pools, interval over pools, verdict, both models'
+    clean training and test accuracy), joined with a larger clean pool of another configuration
+    made the same way (the same protocol, shadows, pools, norms, search seeds, epochs and batch
+    size: its `03.auc.mix0.all` row), then the sweep's own trend on log2 N. Nothing is said beyond
+    the largest size; "" when no sweep is committed."""
+    cells = _lira_cells(root, dataset)
+    sweeps = [(label, res) for label, res in cells if (res.get("size_sweep") or {}).get("sizes")]
+    if not sweeps:
+        return ""
+    label, res = max(sweeps, key=lambda c: max(c[1]["size_sweep"]["sizes"]))
+    sizes, p, rows = res["size_sweep"]["sizes"], res["params"], res.get("claims", [])
+    points = []
+    for n in sizes:
+        row = _pick(rows, "03.size.delta", {"size": f"{n:,}"})
+        if row is not None:
+            points.append(f"{n:,}: {_estimate(row)} ({verdict_word(row)}{_accuracies(row)})")
+    larger = [
+        (int(q["params"]["n_train"]), other, q)
+        for other, q in cells
+        if other != label
+        and int(q["params"]["n_train"]) > max(sizes)
+        and all(q["params"].get(k) == p.get(k) for k in JOIN_KEYS)
+        and _pick(q.get("claims", []), "03.auc.mix0.all", {}) is not None
+    ]
+    joined, largest = "", sizes[-1]
+    if larger:
+        n, other, q = max(larger, key=lambda c: c[0])
+        row = _pick(q["claims"], "03.auc.mix0.all", {})
+        points.append(f"{n:,}: {_estimate(row)} ({verdict_word(row)}{_accuracies(row)})")
+        joined, largest = f" (the last from {other}, its clean pools made the same way)", n
+    how = "each size trained to the fit level"
+    if p.get("protocol") != "fair":
+        how = "the same epochs at each size"
+    trend = _pick(rows, "03.size.trend", {})
+    fall = ""
+    if trend is not None:
+        fall = (
+            f" Fitted on log2 N over the sweep's own sizes ({sizes[0]:,}-{sizes[-1]:,}), BN's "
+            f"excess falls by {_estimate(trend)} points per doubling ({verdict_word(trend)})."
+        )
+    return (
+        f"LiRA against the pool size N ({dataset}, clean pools, {len(p.get('seeds', []))} pools "
+        f"of {p.get('n_shadows')} shadows per norm per size, {p.get('protocol', '?')} protocol, "
+        f"{how}), BN minus no-BN online LiRA AUC points, 95% t over pools{joined}: "
+        + "; ".join(points)
+        + "."
+        + fall
+        + f" Nothing is stated beyond N = {largest:,}, the largest pool measured."
+    )
+
+
 def across(root: Path | None = None) -> str:
     """One sentence from the aggregate rows (`results_tables.aggregates`): how many claims of the
     paper (by case) hold in every committed configuration that tested them, which, and how many
@@ -421,6 +478,7 @@ def readme_block(root: Path | None = None, dataset: str = "fashion_mnist") -> st
             lr_dependence_note(claims),
             lira_fit_note(claims),
             largest_pool_note(root, dataset),
+            size_trend_note(root, dataset),
             summary,
             across(root),
             timing,

@@ -643,3 +643,85 @@ def test_collect_gives_every_row_corrected_at_its_familys_size_declared_today(tm
     assert got == claims.recorrected(row) and got["family_size"] == m
     assert got["verdict"] == "reproduced"  # m x p = 0.02 <= 0.025
     assert "stored under 1" in got["magnitude"]
+
+
+def test_size_trend_joins_the_sweep_with_a_larger_clean_pool_made_the_same_way(tmp_path):
+    """The README's size sentence: per size of the committed sweep its row (interval, verdict,
+    accuracies), then a larger clean pool only when made the same way (protocol, shadows, pools,
+    norms, search seeds, epochs, batch), the sweep's own trend, and nothing beyond the largest."""
+    nb = "03_lira"
+    acc = {
+        "clean_train_acc": {"bn": 0.99, "none": 0.99},
+        "clean_test_acc": {"bn": 0.9, "none": 0.89},
+    }
+    how = {
+        "arch": "lenet",
+        "protocol": "fair",
+        "n_shadows": 16,
+        "seeds": [0, 1],
+        "norms": ["bn", "none"],
+    }
+
+    def row(cid, value, verdict, **extra):
+        return {
+            **_verdict_row(cid, verdict, **extra),
+            "measured": value,
+            "lo": value - 1,
+            "hi": value + 1,
+            **acc,
+        }
+
+    assert report.size_trend_note(tmp_path) == ""  # no sweep committed
+    sweep_rows = [
+        row("03.size.delta", 2.0, "inconclusive", size="1,000"),
+        row("03.size.delta", 1.5, "supported", size="2,000"),
+        row("03.size.trend", 0.5, "inconclusive"),
+    ]
+    sweep = tmp_path / "results" / nb / "fashion_mnist.full.sweep" / "results.json"
+    sweep.parent.mkdir(parents=True)
+    sweep.write_text(
+        json.dumps(
+            {
+                "params": {**how, "n_train": 2000},
+                "claims": sweep_rows,
+                "size_sweep": {"sizes": [1000, 2000]},
+            }
+        )
+    )
+    _put(
+        tmp_path,
+        nb,
+        "fashion_mnist.full.other",
+        {**how, "n_train": 8000, "n_shadows": 8},
+        [row("03.auc.mix0.all", 9.0, "reproduced")],
+    )  # 8 shadows: not made the same way
+    head = (
+        "LiRA against the pool size N (fashion_mnist, clean pools, 2 pools of 16 shadows per "
+        "norm per size, fair protocol, each size trained to the fit level), BN minus no-BN "
+        "online LiRA AUC points, 95% t over pools"
+    )
+    sizes = (
+        "1,000: 2.000 [1.000, 3.000] (inconclusive; BN 0.990 / 0.900, no-BN 0.990 / 0.890 "
+        "(clean train / test)); 2,000: 1.500 [0.500, 2.500] (supported; BN 0.990 / 0.900, "
+        "no-BN 0.990 / 0.890 (clean train / test))"
+    )
+    trend = (
+        " Fitted on log2 N over the sweep's own sizes (1,000-2,000), BN's excess falls by "
+        "0.500 [-0.500, 1.500] points per doubling (inconclusive)."
+    )
+    assert report.size_trend_note(tmp_path) == (
+        f"{head}: {sizes}.{trend} Nothing is stated beyond N = 2,000, the largest pool measured."
+    )
+    _put(
+        tmp_path,
+        nb,
+        "fashion_mnist.full.big",
+        {**how, "n_train": 4000},
+        [row("03.auc.mix0.all", 1.0, "not reproduced", mix="0%")],
+    )
+    assert report.size_trend_note(tmp_path) == (
+        f"{head} (the last from fashion_mnist.full.big, its clean pools made the same way): "
+        f"{sizes}; 4,000: 1.000 [0.000, 2.000] (not reproduced; BN 0.990 / 0.900, no-BN 0.990 / "
+        f"0.890 (clean train / test)).{trend} Nothing is stated beyond N = 4,000, the largest "
+        "pool measured."
+    )
