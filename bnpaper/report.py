@@ -358,7 +358,37 @@ def largest_pool_note(root: Path | None = None, dataset: str = "fashion_mnist") 
     return head + "; ".join(parts) + "." + trend
 
 
-JOIN_KEYS = ("protocol", "n_shadows", "seeds", "norms", "lr_seeds", "epochs", "batch_size")
+JOIN_KEYS = (
+    "protocol",
+    "n_shadows",
+    "seeds",
+    "norms",
+    "lr_seeds",
+    "epochs",
+    "batch_size",
+    "fit_level",
+)
+
+
+def _rates(res: dict) -> dict:
+    """The learning rate each norm trained at (the chosen recipe's, else the shared one)."""
+    p = res.get("params", {})
+    lr = (res.get("recipes") or {}).get("lr")
+    return lr if isinstance(lr, dict) else {norm: p.get("lr") for norm in p.get("norms", [])}
+
+
+def _rates_text(rates: dict) -> str:
+    names = {"bn": "BN", "none": "no-BN"}
+    return ", ".join(f"{names.get(k, k)} {v:g}" for k, v in rates.items() if v is not None)
+
+
+def _trend_text(trend: dict) -> str:
+    """03.size.trend measures AUC points lost per doubling: said as a fall or a rise."""
+    m, lo, hi = trend.get("measured"), trend.get("lo"), trend.get("hi")
+    if m is None or m >= 0:
+        return f"falls by {_estimate(trend)}"
+    flipped = {"measured": -m, "lo": None if hi is None else -hi, "hi": None if lo is None else -lo}
+    return f"rises by {_estimate(flipped)}"
 
 
 def size_trend_note(root: Path | None = None, dataset: str = "fashion_mnist") -> str:
@@ -366,34 +396,47 @@ def size_trend_note(root: Path | None = None, dataset: str = "fashion_mnist") ->
     size sweep of notebook 03 on `dataset` with the largest sizes (per N its `03.size.delta` row:
     BN minus no-BN online LiRA AUC on clean pools, interval over pools, verdict, both models'
     clean training and test accuracy), joined with a larger clean pool of another configuration
-    made the same way (the same protocol, shadows, pools, norms, search seeds, epochs and batch
-    size: its `03.auc.mix0.all` row), then the sweep's own trend on log2 N. Nothing is said beyond
-    the largest size; "" when no sweep is committed."""
+    made the same way (the same protocol, shadows, pools, norms, search seeds, epoch cap, batch
+    size, fit level and chosen learning rates: its `03.auc.mix0.all` row); a larger pool made
+    the same way except for the learning rates its own search chose is named, not joined. Then
+    the sweep's own trend on log2 N. Nothing is said beyond the largest size joined; "" when no
+    sweep row is committed."""
     cells = _lira_cells(root, dataset)
     sweeps = [(label, res) for label, res in cells if (res.get("size_sweep") or {}).get("sizes")]
     if not sweeps:
         return ""
     label, res = max(sweeps, key=lambda c: max(c[1]["size_sweep"]["sizes"]))
-    sizes, p, rows = res["size_sweep"]["sizes"], res["params"], res.get("claims", [])
+    sizes = sorted(int(n) for n in res["size_sweep"]["sizes"])
+    p, rows = res.get("params", {}), res.get("claims", [])
     points = []
     for n in sizes:
         row = _pick(rows, "03.size.delta", {"size": f"{n:,}"})
         if row is not None:
             points.append(f"{n:,}: {_estimate(row)} ({verdict_word(row)}{_accuracies(row)})")
+    if not points:
+        return ""
     larger = [
         (int(q["params"]["n_train"]), other, q)
         for other, q in cells
         if other != label
-        and int(q["params"]["n_train"]) > max(sizes)
+        and int(q.get("params", {}).get("n_train", 0)) > sizes[-1]
         and all(q["params"].get(k) == p.get(k) for k in JOIN_KEYS)
         and _pick(q.get("claims", []), "03.auc.mix0.all", {}) is not None
     ]
-    joined, largest = "", sizes[-1]
-    if larger:
-        n, other, q = max(larger, key=lambda c: c[0])
+    same = [c for c in larger if _rates(c[2]) == _rates(res)]
+    joined, largest, apart = "", sizes[-1], ""
+    if same:
+        n, other, q = max(same, key=lambda c: c[0])
         row = _pick(q["claims"], "03.auc.mix0.all", {})
         points.append(f"{n:,}: {_estimate(row)} ({verdict_word(row)}{_accuracies(row)})")
         joined, largest = f" (the last from {other}, its clean pools made the same way)", n
+    elif larger:
+        n, other, q = max(larger, key=lambda c: c[0])
+        apart = (
+            f" The clean {n:,}-image pools of {other} are not joined: made the same way but at "
+            f"the learning rates their own search chose ({_rates_text(_rates(q))}; the sweep's "
+            f"{_rates_text(_rates(res))})."
+        )
     how = "each size trained to the fit level"
     if p.get("protocol") != "fair":
         how = "the same epochs at each size"
@@ -402,7 +445,8 @@ def size_trend_note(root: Path | None = None, dataset: str = "fashion_mnist") ->
     if trend is not None:
         fall = (
             f" Fitted on log2 N over the sweep's own sizes ({sizes[0]:,}-{sizes[-1]:,}), BN's "
-            f"excess falls by {_estimate(trend)} points per doubling ({verdict_word(trend)})."
+            f"excess {_trend_text(trend)} points per doubling (the row asks whether it falls: "
+            f"{verdict_word(trend)})."
         )
     return (
         f"LiRA against the pool size N ({dataset}, clean pools, {len(p.get('seeds', []))} pools "
@@ -411,7 +455,9 @@ def size_trend_note(root: Path | None = None, dataset: str = "fashion_mnist") ->
         + "; ".join(points)
         + "."
         + fall
-        + f" Nothing is stated beyond N = {largest:,}, the largest pool measured."
+        + apart
+        + f" Nothing is stated beyond N = {largest:,}, "
+        + ("the sweep's largest pool." if apart else "the largest pool measured.")
     )
 
 

@@ -289,13 +289,17 @@ def glance_tables(root: Path | None = None) -> str:
 
 def configurations_table(root: Path | None = None) -> str:
     """What each committed configuration of notebooks 01, 03 and 04 used (architecture, data,
-    epochs, seeds, norms, shadow models) and how long it ran (its run_time.json)."""
+    epochs, seeds, norms, shadow models) and how long it ran (its run_time.json), then the
+    matrix's total: the run times of every configuration but the quick reference, summed."""
     root = root or repo_root()
-    rows = []
+    rows, matrix_secs, untimed = [], 0.0, 0
     for nb, label, res in collect(root, every_configuration=True):
         p = res.get("params", {})
         t = root / "results" / nb / label / "run_time.json"
         secs = json.loads(t.read_text())["seconds"] if t.exists() else None
+        if not is_reference(label):
+            matrix_secs += secs or 0.0
+            untimed += secs is None
         n_train = p.get("n_train")
         rows.append(
             "| "
@@ -325,7 +329,14 @@ def configurations_table(root: Path | None = None) -> str:
         "| norms | shadow models per norm and pool | run time |\n"
         "|---|---|---|---|---|---|---|---|---|---|"
     )
-    return head + "\n" + "\n".join(rows)
+    total = (
+        f"The matrix's configurations (every row but the quick reference's) ran "
+        f"{matrix_secs / 60:.1f} min together ({matrix_secs / 3600:.1f} h), each timed from an "
+        "empty cache for its own units"
+        + (f"; {untimed} recorded no run time" if untimed else "")
+        + "."
+    )
+    return head + "\n" + "\n".join(rows) + "\n\n" + total
 
 
 def run_time_line(root: Path | None = None, dataset: str = "fashion_mnist") -> str:

@@ -328,6 +328,21 @@ def test_the_glance_table_puts_each_configuration_in_a_column_with_estimate_mark
         "| 01 | mnist_subset.full.arch=resnet20 | full | resnet20 | 4000 | 12 | [0, 1] "
         "| bn+none | - | n/a |" in conf
     )
+    assert conf[-1] == (
+        "The matrix's configurations (every row but the quick reference's) ran 0.0 min together "
+        "(0.0 h), each timed from an empty cache for its own units; 1 recorded no run time."
+    )
+    # the total sums the matrix's run times and leaves the quick reference's out
+    for label, secs in (("fashion_mnist", 600.0), ("mnist_subset.full.arch=resnet20", 5400.0)):
+        t = tmp_path / "results" / "01_forced_memorization" / label / "run_time.json"
+        record = {"notebook": "01_forced_memorization", "budget": "quick", "seconds": secs}
+        t.write_text(json.dumps(record))
+    conf = results_tables.configurations_table(tmp_path).splitlines()
+    assert "| 10.0 min |" in conf[2] + conf[3]
+    assert conf[-1] == (
+        "The matrix's configurations (every row but the quick reference's) ran 90.0 min together "
+        "(1.5 h), each timed from an empty cache for its own units."
+    )
     assert "## The matrix at a glance" in report.render(tmp_path)
 
 
@@ -674,7 +689,7 @@ def test_size_trend_joins_the_sweep_with_a_larger_clean_pool_made_the_same_way(t
     assert report.size_trend_note(tmp_path) == ""  # no sweep committed
     sweep_rows = [
         row("03.size.delta", 2.0, "inconclusive", size="1,000"),
-        row("03.size.delta", 1.5, "supported", size="2,000"),
+        row("03.size.delta", 2.5, "supported", size="2,000"),
         row("03.size.trend", 0.5, "inconclusive"),
     ]
     sweep = tmp_path / "results" / nb / "fashion_mnist.full.sweep" / "results.json"
@@ -684,7 +699,7 @@ def test_size_trend_joins_the_sweep_with_a_larger_clean_pool_made_the_same_way(t
             {
                 "params": {**how, "n_train": 2000},
                 "claims": sweep_rows,
-                "size_sweep": {"sizes": [1000, 2000]},
+                "size_sweep": {"sizes": [2000, 1000]},  # sorted when read
             }
         )
     )
@@ -702,12 +717,13 @@ def test_size_trend_joins_the_sweep_with_a_larger_clean_pool_made_the_same_way(t
     )
     sizes = (
         "1,000: 2.000 [1.000, 3.000] (inconclusive; BN 0.990 / 0.900, no-BN 0.990 / 0.890 "
-        "(clean train / test)); 2,000: 1.500 [0.500, 2.500] (supported; BN 0.990 / 0.900, "
+        "(clean train / test)); 2,000: 2.500 [1.500, 3.500] (supported; BN 0.990 / 0.900, "
         "no-BN 0.990 / 0.890 (clean train / test))"
     )
     trend = (
         " Fitted on log2 N over the sweep's own sizes (1,000-2,000), BN's excess falls by "
-        "0.500 [-0.500, 1.500] points per doubling (inconclusive)."
+        "0.500 [-0.500, 1.500] points per doubling (the row asks whether it falls: "
+        "inconclusive)."
     )
     assert report.size_trend_note(tmp_path) == (
         f"{head}: {sizes}.{trend} Nothing is stated beyond N = 2,000, the largest pool measured."
@@ -725,3 +741,28 @@ def test_size_trend_joins_the_sweep_with_a_larger_clean_pool_made_the_same_way(t
         f"0.890 (clean train / test)).{trend} Nothing is stated beyond N = 4,000, the largest "
         "pool measured."
     )
+    # a larger pool whose own search chose other learning rates is named, not joined
+    big = tmp_path / "results" / nb / "fashion_mnist.full.big" / "results.json"
+    stored = json.loads(big.read_text())
+    stored["recipes"] = {"lr": {"bn": 0.05, "none": 0.05}}
+    big.write_text(json.dumps(stored))
+    sweep_stored = json.loads(sweep.read_text())
+    sweep_stored["recipes"] = {"lr": {"bn": 0.158, "none": 0.05}}
+    sweep.write_text(json.dumps(sweep_stored))
+    assert report.size_trend_note(tmp_path) == (
+        f"{head}: {sizes}.{trend} The clean 4,000-image pools of fashion_mnist.full.big are not "
+        "joined: made the same way but at the learning rates their own search chose (BN 0.05, "
+        "no-BN 0.05; the sweep's BN 0.158, no-BN 0.05). Nothing is stated beyond N = 2,000, the "
+        "sweep's largest pool."
+    )
+    # a trend below zero (AUC points gained per doubling) reads as a rise, its interval flipped
+    sweep_stored["claims"][-1] = row("03.size.trend", -0.5, "not supported")
+    sweep.write_text(json.dumps(sweep_stored))
+    assert (
+        "BN's excess rises by 0.500 [-0.500, 1.500] points per doubling (the row asks whether it"
+        " falls: not supported)" in report.size_trend_note(tmp_path)
+    )
+    # a sweep without any per-size row says nothing
+    sweep_stored["claims"] = [row("03.size.trend", 0.5, "inconclusive")]
+    sweep.write_text(json.dumps(sweep_stored))
+    assert report.size_trend_note(tmp_path) == ""
