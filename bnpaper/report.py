@@ -32,7 +32,7 @@ from .results_tables import (
     table,
 )
 from .store import atomic_write_bytes
-from .text import effect_table
+from .text import effect_table, size_attack_table
 
 START, END = "<!-- report:start -->", "<!-- report:end -->"
 
@@ -127,6 +127,13 @@ ATTACK_NOTE = (
     "TPR at 0.1% FPR where it resolves."
 )
 
+SIZE_ATTACK_NOTE = (
+    "The size sweep's clean pools (each shadow on N/2 images): BN minus no-BN AUC points per "
+    "attack at each pool size N, each with its 95% Student-t interval over that size's pools "
+    "(results.json's size_sweep.per_attack also holds TPR at 1% and 0.1% FPR). The verdict rows "
+    "judge online LiRA only (03.size.delta); nothing is stated beyond the largest N."
+)
+
 
 def attack_sections(root: Path) -> list[str]:
     """The effect per attack of every committed configuration of notebook 03 that recorded it
@@ -136,6 +143,10 @@ def attack_sections(root: Path) -> list[str]:
         if res.get("effect_per_attack"):
             parts += [f"## LiRA per attack: {nb} ({label})", "", ATTACK_NOTE, ""]
             parts += [effect_table(res["effect_per_attack"]), ""]
+        by_size = (res.get("size_sweep") or {}).get("per_attack")
+        if by_size:
+            parts += [f"## LiRA per attack against the pool size: {nb} ({label})", ""]
+            parts += [SIZE_ATTACK_NOTE, "", size_attack_table(by_size), ""]
     return parts
 
 

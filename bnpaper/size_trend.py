@@ -13,7 +13,7 @@ from scipy import stats as _sps
 from . import claims, mia, pool_units
 from .lira_fit import at_fit, censored_note, fit_of
 from .plots import label
-from .pool_effects import delta_over_pools
+from .pool_effects import METRICS, delta_over_pools
 from .shadow import ShadowPool
 from .stats import Estimate
 
@@ -140,7 +140,10 @@ class SizeSweep:
     per-target AUC, clean test accuracy and train-test gap (`auc`, `acc`, `gap`: means over
     models and seeds) and how the models fit (`fit`: `lira_fit.fit_of`, for each size's own
     matched-fit check); the `trend` on log2 N within the sizes measured; `reused`: the sizes whose
-    pools are the main clean pools. Nothing is reported beyond the largest size measured."""
+    pools are the main clean pools; `per_attack`: per N, attack (`mia.ATTACKS`) and metric
+    (`pool_effects.METRICS`: AUC, TPR at 1% and 0.1% FPR) the same paired BN - no-BN effect in
+    points over that size's pools (its online AUC is `delta`). Nothing is reported beyond the
+    largest size measured."""
 
     sizes: tuple[int, ...]
     seeds: tuple[int, ...]
@@ -152,6 +155,7 @@ class SizeSweep:
     fit: Mapping[int, Mapping[str, dict]]
     trend: Trend
     reused: tuple[int, ...]
+    per_attack: Mapping[int, Mapping[str, Mapping[str, Estimate]]]
 
     @property
     def largest(self) -> int:
@@ -225,6 +229,10 @@ class SizeSweep:
             **{k: {str(n): v for n, v in getattr(self, k).items()} for k in ("auc", "acc", "gap")},
             "fit": {str(n): dict(v) for n, v in self.fit.items()},
             "delta_auc_points": {str(n): e.as_dict() for n, e in self.delta.items()},
+            "per_attack": {
+                str(n): {a: {m: e.as_dict() for m, e in by.items()} for a, by in at.items()}
+                for n, at in self.per_attack.items()
+            },
             "trend": {
                 "slope_points_per_doubling": t.slope.as_dict(),
                 "intercept": t.intercept,
@@ -253,21 +261,37 @@ def _per_norm(pools: Mapping, online: Mapping, sizes, seeds) -> dict[str, dict]:
     return out
 
 
+def attack_deltas(
+    scores: Mapping, pools: Mapping, n: int, seeds: Sequence[int]
+) -> dict[str, dict[str, Estimate]]:
+    """At pool size `n`: per attack of `mia.ATTACKS` and metric of `METRICS` the paired BN - no-BN
+    effect in points (`delta_over_pools`: per pool the mean over its targets, a t interval over
+    the pools). `scores`: {(N, seed, norm): `mia.pool_scores`}."""
+    return {
+        a: {
+            m: delta_over_pools(
+                [
+                    (scores[n, s, "bn"][a], scores[n, s, "none"][a], pools[n, s, "bn"].keep)
+                    for s in seeds
+                ],
+                metric=m,
+            )
+            for m in METRICS
+        }
+        for a in mia.ATTACKS
+    }
+
+
 def sweep(pools: Mapping, p: Mapping, sigma_floor: float) -> SizeSweep:
     """The delta-AUC against the pool size, pools {(N, seed, norm)} from `size_pools`: per N the
     paired BN - no-BN online-LiRA delta-AUC (`delta_over_pools`: one estimate per pool, a t
-    interval over the pools), utility and fit beside it, and the trend fitted on log2 N within
-    the sizes measured (`fit_trend`)."""
+    interval over the pools), every attack's effect beside it (`attack_deltas`), utility and fit,
+    and the trend fitted on log2 N within the sizes measured (`fit_trend`)."""
     sizes, seeds = list(p["size_sweep"]), list(p["seeds"])
-    online = {
-        k: mia.lira(q.phi, q.keep, sigma_floor=sigma_floor)["online"] for k, q in pools.items()
-    }
-    delta = {
-        n: delta_over_pools(
-            [(online[n, s, "bn"], online[n, s, "none"], pools[n, s, "bn"].keep) for s in seeds]
-        )
-        for n in sizes
-    }
+    scores = {k: mia.pool_scores(q, sigma_floor) for k, q in pools.items()}
+    online = {k: s["online"] for k, s in scores.items()}
+    per_attack = {n: attack_deltas(scores, pools, n, seeds) for n in sizes}
+    delta = {n: per_attack[n]["online"]["auc"] for n in sizes}
     return SizeSweep(
         sizes=tuple(sizes),
         seeds=tuple(seeds),
@@ -276,4 +300,5 @@ def sweep(pools: Mapping, p: Mapping, sigma_floor: float) -> SizeSweep:
         **_per_norm(pools, online, sizes, seeds),
         trend=fit_trend(sizes, [delta[n] for n in sizes]),
         reused=tuple(n for n in sizes if n == p["n_train"]),
+        per_attack=per_attack,
     )

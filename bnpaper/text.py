@@ -398,6 +398,28 @@ def effect_table(effects: dict) -> str:
     )
 
 
+def size_attack_table(per_attack: dict, metric: str = "auc") -> str:
+    """The size sweep's effect per attack in markdown, from its results entry's "per_attack"
+    ({N: {attack: {metric: estimate}}}, `size_trend.SizeSweep.results`): per pool size N and
+    attack, BN minus no-BN in `metric` points ("auc", "tpr@0.01", "tpr@0.001") with the interval
+    over that size's pools."""
+    sizes = sorted(per_attack, key=int)
+    attacks = list(per_attack[sizes[0]]) if sizes else []
+    rows = [
+        f"| {int(n):,} | " + " | ".join(_interval(per_attack[n][a][metric]) for a in attacks) + " |"
+        for n in sizes
+    ]
+    return (
+        "| pool size N | "
+        + " | ".join(attacks)
+        + " |\n"
+        + "|---|"
+        + "---|" * len(attacks)
+        + "\n"
+        + "\n".join(rows)
+    )
+
+
 def _fmt(e) -> str:
     """An `Estimate` in points with its interval ("n/a" ends with one pool)."""
     return _interval(e.as_dict())

@@ -298,6 +298,14 @@ if size_sweep:
     display(Markdown(text.size_table(sweep)))
 
 # %% [markdown]
+# The same pools under every attack: BN minus no-BN AUC points per attack and N (TPR at 1% and
+# 0.1% FPR are in the results file). Only online LiRA is judged per size.
+
+# %%
+if size_sweep:
+    display(Markdown(text.size_attack_table(sweep.results()["per_attack"])))
+
+# %% [markdown]
 # The delta-AUC against N with its fitted line over the sizes measured, and utility beside it.
 
 # %%

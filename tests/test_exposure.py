@@ -473,7 +473,7 @@ def _pool(n, shift, seed, m=8, acc=0.8):
     )
 
 
-def _sweep(shift_bn):
+def _sweep_pools(shift_bn):
     sizes = [64, 128, 256, 512]
     pools = {
         (n, s, "bn"): _pool(n, shift_bn[i], 10 * i + s)
@@ -485,6 +485,12 @@ def _sweep(shift_bn):
         for i, n in enumerate(sizes)
         for s in (0, 1, 2)
     }
+    return pools
+
+
+def _sweep(shift_bn):
+    pools = _sweep_pools(shift_bn)
+    sizes = sorted({n for n, _, _ in pools})
     p = {"size_sweep": sizes, "seeds": [0, 1, 2], "n_train": 512, "dataset": "fashion_mnist"}
     return size_trend.sweep(pools, p, sigma_floor=1e-3)
 
@@ -520,6 +526,40 @@ def test_a_bn_advantage_that_shrinks_with_n_reads_as_a_fall_within_the_sizes_mea
     fig = plot_lira.size_sweep_figure(sw, (3.0, 5.0), "title")
     assert plots.audit(fig) == []
     assert max(fig.axes[0].get_xlim()) < 1000  # nothing drawn toward the paper's 60,000
+
+
+def test_every_attack_at_every_size_is_the_paired_effect_over_that_sizes_pools():
+    """The sweep's effect per attack at each N equals `pool_effects.delta_over_pools` on that
+    attack's scores (`mia.pool_scores`) of that size's pools, computed here by hand from the
+    per-target metric; its online AUC is the size's `delta`."""
+    sw = _sweep([2.0, 1.4, 0.9, 0.5])
+    pools = _sweep_pools([2.0, 1.4, 0.9, 0.5])
+    n = 128
+    assert set(sw.per_attack) == set(sw.sizes)
+    assert set(sw.per_attack[n]) == set(mia.ATTACKS)
+    assert sw.per_attack[n]["online"]["auc"] is sw.delta[n]
+    for attack in ("offline_fixed", "loss", "rmia"):
+        per_pool = []
+        for s in (0, 1, 2):
+            a = mia.pool_scores(pools[n, s, "bn"], 1e-3)[attack]
+            b = mia.pool_scores(pools[n, s, "none"], 1e-3)[attack]
+            keep = pools[n, s, "bn"].keep
+            per_pool.append(np.mean([mia.auc(x, y) - mia.auc(z, y) for x, z, y in zip(a, b, keep)]))
+        want = 100 * np.mean(per_pool)
+        half = 100 * sps.t.ppf(0.975, 2) * np.std(per_pool, ddof=1) / np.sqrt(3)
+        got = sw.per_attack[n][attack]["auc"]
+        assert (got.value, got.lo, got.hi) == pytest.approx((want, want - half, want + half))
+    low = sw.per_attack[n]["online"]["tpr@0.001"]
+    assert low.n == 3 and np.isfinite(low.value)
+    stored = sw.results()["per_attack"]
+    assert stored["128"]["loss"]["auc"]["value"] == pytest.approx(
+        sw.per_attack[128]["loss"]["auc"].value
+    )
+    lines = text.size_attack_table(stored).splitlines()
+    assert lines[0] == "| pool size N | " + " | ".join(mia.ATTACKS) + " |"
+    loss = sw.per_attack[128]["loss"]["auc"]
+    assert lines[3].startswith("| 128 | ") and f"{loss.value:+.1f} [{loss.lo:+.1f}, " in lines[3]
+    assert len(lines) == 2 + len(sw.sizes)
 
 
 def test_a_flat_advantage_shows_no_trend():
