@@ -32,7 +32,7 @@ from .results_tables import (
     table,
 )
 from .store import atomic_write_bytes
-from .text import effect_table, size_attack_table
+from .text import NAME_OF, effect_table, size_attack_table
 
 START, END = "<!-- report:start -->", "<!-- report:end -->"
 
@@ -389,8 +389,7 @@ def _rates(res: dict) -> dict:
 
 
 def _rates_text(rates: dict) -> str:
-    names = {"bn": "BN", "none": "no-BN"}
-    return ", ".join(f"{names.get(k, k)} {v:g}" for k, v in rates.items() if v is not None)
+    return ", ".join(f"{NAME_OF.get(k, k)} {v:g}" for k, v in rates.items() if v is not None)
 
 
 def _trend_text(trend: dict) -> str:
