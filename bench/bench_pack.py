@@ -16,7 +16,9 @@ Rows:
   batch assembly: one gather from the pack's image bank against per-member gathers, a stack and
     a layout change (the two ways to feed members different data);
   stop at fit: 8 BN LeNets (4 seeds x 2 learning rates) on a real Fashion-MNIST split, with the
-    fit rule (clean training accuracy --level 0.9, cap --fit-epochs 8) against the fixed epochs.
+    fit rule (clean training accuracy --level 0.9, cap --fit-epochs 8) against the fixed epochs;
+  fit-only evaluation: 8 BN shadows as 03 trains them (1,250 rows, fit rule 0.99, weights kept
+    at 0.95 and 0.98), every epoch's evaluation pass whole against `fit_only`.
 Variants alternate round by round and each keeps its best round.
 """
 
@@ -144,6 +146,28 @@ def fit_cost(split: data.Split, level: float, epochs: int, rounds: int) -> dict:
     return {"seconds": sec, "epochs": used}
 
 
+def fit_only_cost(split: data.Split, rounds: int) -> dict:
+    """Seconds of 8 BN LeNet shadows (seeds 0-7, lr 0.05, batch 64, 03's fit rule: clean
+    training accuracy 0.99, cap 40, weights kept at 0.95 and 0.98, no test pass) with every
+    epoch's evaluation pass whole, and with `fit_only` (a pass stops once it proves every member
+    below its levels); the epochs used by each, which must agree."""
+    cfgs = [
+        train.TrainConfig(batch_size=64, epochs=40, lr=0.05, seed=s, fit_level=0.99)
+        for s in range(8)
+    ]
+    jobs = [packed_fit.Job(split, c) for c in cfgs]
+    used = {}
+
+    def run(name, fit_only):
+        res = packed_fit.fit_pack(jobs, snapshots=(0.95, 0.98), eval_test=False, fit_only=fit_only)
+        used[name] = [r.epochs for r in res]
+
+    sec = best_of(
+        {"whole": lambda: run("whole", False), "fit_only": lambda: run("fit_only", True)}, rounds
+    )
+    return {"seconds": sec, "epochs": used}
+
+
 def flops_per_sample(batch: int) -> float:
     return Trainer("lenet", "nchw", batch).flops() / batch
 
@@ -208,6 +232,15 @@ def main() -> None:
         f"stop at fit (clean train acc {a.level}, cap {a.fit_epochs}) vs {a.fit_epochs} fixed "
         f"epochs, 8 BN LeNets on one {a.n}-row flip split: {s['fit']:.1f} s vs {s['fixed']:.1f} s "
         f"= {s['fit'] / s['fixed']:.2f}x; epochs used {e['fit']}"
+    )
+    shadow = data.make_split(ds, 1250, "flip", 0.05, 0, "digits", 1000)
+    cost = fit_only_cost(shadow, a.rounds)
+    s, e = cost["seconds"], cost["epochs"]
+    same = "the same" if e["whole"] == e["fit_only"] else "DIFFERENT"
+    print(
+        f"fit-only evaluation, 8 BN shadows on 1250 rows (03's quick size, batch 64, fit 0.99, "
+        f"levels 0.95/0.98): {s['fit_only']:.1f} s vs whole passes {s['whole']:.1f} s = "
+        f"{s['fit_only'] / s['whole']:.2f}x; epochs used {same}: {e['fit_only']}"
     )
     print(load_note(load0, a.threads))
 

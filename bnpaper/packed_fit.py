@@ -196,18 +196,31 @@ def _eval_rows(train_rows, test_rows, device) -> tuple[torch.Tensor, list[int], 
 
 
 @torch.no_grad()
-def _eval_logits(model: PackedLeNet, bank: torch.Tensor, rows: torch.Tensor, chunk: int):
-    """Eval-mode logits (K, L, classes) of every member on its own bank rows (K, L)."""
+def _eval_logits(
+    model: PackedLeNet,
+    bank: torch.Tensor,
+    rows: torch.Tensor,
+    chunk: int,
+    refute: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Eval-mode logits (K, L, classes) of every member on its own bank rows (K, L).
+
+    With `refute` = (labels (K, L), counted (K, L) bool, allowed (K,)), the pass stops after the
+    first chunk at which every member has at least `allowed` wrong predictions among its
+    `counted` rows: the logits returned then cover only the rows seen (fewer than L columns)."""
     model.eval()
-    z = torch.cat(
-        [
-            model(_packed_images(bank, rows[:, i : i + chunk]))
-            for i in range(0, rows.shape[1], chunk)
-        ],
-        1,
-    )
+    parts, wrong = [], torch.zeros(rows.shape[0], device=rows.device)
+    for i in range(0, rows.shape[1], chunk):
+        z = model(_packed_images(bank, rows[:, i : i + chunk]))
+        parts.append(z)
+        if refute is not None:
+            labels, counted, allowed = refute
+            miss = z.argmax(-1) != labels[:, i : i + chunk]
+            wrong += (miss & counted[:, i : i + chunk]).sum(1)
+            if bool((wrong >= allowed).all()) and i + chunk < rows.shape[1]:
+                break
     model.train()
-    return z
+    return torch.cat(parts, 1)
 
 
 def fit_pack(
@@ -220,6 +233,7 @@ def fit_pack(
     progress: bool = False,
     snapshots: Sequence[float] = (),
     eval_test: bool = True,
+    fit_only: bool = False,
 ) -> list[TrainResult]:
     """Train `jobs` (LeNets of one `Job.pack_key`) as one packed model; per job a `TrainResult`
     equal to `train.fit`'s up to float rounding: state, history (without `history`: none, and
@@ -230,7 +244,18 @@ def fit_pack(
     bench/bench_pack.py). With `snapshots` (clean training accuracies), each member's weights at
     its first epoch reaching each level are kept too (`TrainResult.snapshots`, as `train.fit`).
     Without `eval_test`, the evaluation passes skip the test images (the history's test entries
-    are NaN): for models whose per-epoch record only feeds the fit rule (shadow models)."""
+    are NaN): for models whose per-epoch record only feeds the fit rule (shadow models).
+
+    With `fit_only` (not with `logits_at`), the per-epoch record only decides the fit rule and
+    the snapshots (shadow models, the learning-rate search): an epoch's pass stops at the first
+    chunk after which every member has more wrong clean training predictions than its lowest
+    level not yet reached allows (its fit level or a snapshot level), so that no member can have
+    reached one; the history of such an epoch holds NaN scores (NaN test scores where the pass
+    stopped inside the test images). Stopping, snapshots, weights and the history's last entry
+    (a member's fit epoch or epoch cap always gets the whole pass) are those of the whole pass:
+    a level is ruled out only once one more error than it allows has been seen."""
+    if fit_only and logits_at:
+        raise ValueError("fit_only evaluates for the fit rule only: it keeps no logits_at")
     from tqdm.auto import tqdm
 
     device = device or default_device()
@@ -272,17 +297,28 @@ def fit_pack(
     )
     active = list(range(k))  # job index of each member of the pack
     eval_rows, n_train, _ = _eval_rows(train_rows, test_rows, device)
+    refute = _refutation(subs, eval_rows.shape[1], device) if fit_only else None
     hist: list[dict[str, list]] = [{} for _ in jobs]
     logits: list[dict] = [{} for _ in jobs]
     taken: list[dict] = [{} for _ in jobs]  # level -> (epoch, state) per job: `snapshots`
     results: list[TrainResult | None] = [None] * k
 
     def record(epoch: int, train_loss: list[float]) -> None:
-        z = _eval_logits(pack.model, images, eval_rows, eval_chunk or max(16, 512 // len(active)))
+        chunk = eval_chunk or max(16, 512 // len(active))
+        until = None
+        if refute is not None and all(epoch < cfgs[j].epochs for j in active):
+            allowed = [_allowed(cfgs[j], snapshots, taken[j], refute[2][j]) for j in active]
+            until = (refute[0], refute[1], torch.tensor(allowed, device=refute[0].device))
+        z = _eval_logits(pack.model, images, eval_rows, chunk, until)
         for slot, j in enumerate(active):
             zj, zt = z[slot, : n_train[j]], z[slot, n_train[j] : n_train[j] + len(test_rows[j])]
-            zt = zt if eval_test else None
-            row = {"epoch": epoch, **scores(subs[j], zj, zt), "train_loss": train_loss[slot]}
+            whole = z.shape[1] >= n_train[j] + len(test_rows[j])  # the test images seen too
+            zt = zt if eval_test and whole else None
+            if len(zj) < n_train[j]:  # a pass stopped early: no level reached, no score known
+                got = {key: math.nan for key in refute[3]}
+            else:
+                got = scores(subs[j], zj, zt)
+            row = {"epoch": epoch, **got, "train_loss": train_loss[slot]}
             for key, v in row.items():
                 hist[j].setdefault(key, []).append(v)
             if epoch in logits_at:
@@ -369,10 +405,35 @@ def fit_pack(
                 pack = pack.without(keep, device, channels_last)
                 active = [active[slot] for slot in keep]
                 eval_rows = eval_rows[keep]
+                if refute is not None:
+                    refute = (refute[0][keep], refute[1][keep], *refute[2:])
             count.add()
     finally:
         pack.close()
     return results
+
+
+def _refutation(subs: list[Split], length: int, device) -> tuple:
+    """For `fit_only`: per member its training labels and clean flags along its evaluation rows
+    (K, `length`; test and padding rows not counted), its clean count, and the score names."""
+    labels = torch.zeros(len(subs), length, dtype=torch.long)
+    counted = torch.zeros(len(subs), length, dtype=torch.bool)
+    for i, s in enumerate(subs):
+        labels[i, : len(s.y)] = s.y
+        counted[i, : len(s.y)] = ~s.mask
+    clean = [int((~s.mask).sum()) for s in subs]
+    names = list(scores(subs[0], torch.zeros(len(subs[0].y), subs[0].n_classes), None))
+    return labels.to(device), counted.to(device), clean, names
+
+
+def _allowed(cfg: TrainConfig, levels: Sequence[float], taken: dict, n_clean: int) -> float:
+    """Wrong clean predictions that prove a member below every level it has still to reach (its
+    fit level, snapshot levels not yet taken): one more than its lowest such level allows
+    (0 when none is left: nothing to decide)."""
+    left = [lv for lv in levels if lv not in taken]
+    if cfg.fit_level is not None:
+        left.append(cfg.fit_level)
+    return (1.0 - min(left)) * n_clean + 1.0 if left else 0.0
 
 
 def _cpu(state: dict) -> dict:

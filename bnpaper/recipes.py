@@ -182,7 +182,9 @@ def choose(
     keys = [(n, lr, s) for n in norms for lr in search.grid for s in search.seeds]
     jobs = [units.Job(splits[s], replace(base, norm=n, lr=lr, seed=s), None) for n, lr, s in keys]
     descs = [f"lr search {n} lr {lr:.3g} seed {s}" for n, lr, s in keys]
-    results = dict(zip(keys, units.trained_or_diverged(jobs, trainer, descs=descs, store=store)))
+    # a search model's record is read at its last epoch only (validation accuracy, fit, epochs)
+    trained = units.trained_or_diverged(jobs, trainer, descs=descs, store=store, fit_only=True)
+    results = dict(zip(keys, trained))
     choices, grid_epochs = [], []
     for n in norms:
         acc = [[_val_acc(results[n, lr, s]) for lr in search.grid] for s in search.seeds]

@@ -131,8 +131,9 @@ def _train_states(task: ShadowTask) -> list[tuple[dict, int, bool, dict]]:
 
         jobs = [Job(task.split, c, m, task.mitigation) for c, m in zip(task.cfgs, task.members)]
         fit = any(c.fit_level is not None for c in task.cfgs)  # the epochs are in the history
-        # the per-epoch record feeds the fit rule and the snapshots only: no test pass
-        results = fit_pack(jobs, history=fit, snapshots=task.levels, eval_test=False)
+        # the per-epoch record feeds the fit rule and the snapshots only: no test pass, and a
+        # pass stops once it proves every member below its levels (`fit_only`)
+        results = fit_pack(jobs, history=fit, snapshots=task.levels, eval_test=False, fit_only=True)
         return [_used(r, c) for r, c in zip(results, task.cfgs)]
     out = []
     for cfg, rows in zip(task.cfgs, task.members):

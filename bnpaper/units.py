@@ -66,16 +66,19 @@ def trained(
     )
 
 
-def _packed_key(job: Job, logits_at: Sequence[int] = ()) -> dict:
-    """A packed member's unit: `trained`'s key and the trainer (float rounding differs), and the
-    checkpoint epochs whose logits it keeps, if any."""
+def _packed_key(job: Job, logits_at: Sequence[int] = (), fit_only: bool = False) -> dict:
+    """A packed member's unit: `trained`'s key and the trainer (float rounding differs), the
+    checkpoint epochs whose logits it keeps, if any, and whether its history is the fit rule's
+    only (`packed_fit.fit_pack`'s `fit_only`)."""
     key = {
         "train": job.cfg.as_dict(),
         "mitigation": job.mitigation.as_dict(),
         "probe": None,
         "trainer": "packed",
     }
-    return {**key, "logits_at": sorted(logits_at)} if logits_at else key
+    if logits_at:
+        key["logits_at"] = sorted(logits_at)
+    return {**key, "history": "fit_only"} if fit_only else key
 
 
 def trained_all(
@@ -85,12 +88,15 @@ def trained_all(
     descs: Sequence[str] | None = None,
     store: Store | None = None,
     logits_at: Sequence[int] = (),
+    fit_only: bool = False,
 ) -> list[TrainResult]:
     """The models of `jobs` (each a cached unit), in order. trainer "auto" trains the missing
     LeNets packed (`packed_fit`: one pack per norm and mitigation, at most `pack_size` members,
     each stored as its own unit with its share of the pack's seconds) and other models with
     `trained`; "plain" trains every model with `trained`; "packed" needs LeNets. With
-    `logits_at`, packed members keep their logits at those epochs (`TrainResult.logits`)."""
+    `logits_at`, packed members keep their logits at those epochs (`TrainResult.logits`). With
+    `fit_only`, a packed member's history is exact at its last epoch only (the fit rule's
+    evaluation, `packed_fit.fit_pack`): for callers that read nothing else of it."""
     check_choice("trainer", trainer, packed_fit.TRAINERS)
     store = store or Store()
     descs = descs or [f"{j.cfg.arch}/{j.cfg.norm} seed {j.cfg.seed}" for j in jobs]
@@ -103,19 +109,19 @@ def trained_all(
         fp = job.split.fingerprint()
         if not packed[i]:
             out[i] = trained(job.split, job.cfg, job.mitigation, desc=descs[i], store=store)
-        elif store.has("train", _packed_key(job, logits_at), fp, module=__name__):
-            out[i] = store.load("train", _packed_key(job, logits_at), fp, module=__name__)
+        elif store.has("train", _packed_key(job, logits_at, fit_only), fp, module=__name__):
+            out[i] = store.load("train", _packed_key(job, logits_at, fit_only), fp, module=__name__)
         else:
             todo.append(i)
     for pack in packed_fit.packs([jobs[i] for i in todo], pack_size):
         members = [todo[p] for p in pack]
         t0 = time.perf_counter()
         results = packed_fit.fit_pack(
-            [jobs[i] for i in members], logits_at=logits_at, progress=True
+            [jobs[i] for i in members], logits_at=logits_at, progress=True, fit_only=fit_only
         )
         seconds = time.perf_counter() - t0
         for i, res in zip(members, results):
-            key, fp = _packed_key(jobs[i], logits_at), jobs[i].split.fingerprint()
+            key, fp = _packed_key(jobs[i], logits_at, fit_only), jobs[i].split.fingerprint()
             store.put("train", key, res, fp, module=__name__, seconds=seconds, pack=len(members))
             progress.counter("model").add(seconds=seconds / len(members), detail=descs[i])
             out[i] = res
@@ -132,10 +138,11 @@ def trained_or_diverged(
     trainer: str = "auto",
     descs: Sequence[str] | None = None,
     store: Store | None = None,
+    fit_only: bool = False,
 ) -> list[TrainResult | None]:
-    """`trained_all`, where a job whose training diverges (a NaN or infinite loss) gives None
-    instead of stopping the run: the divergence is stored as a unit of its own (a re-run does
-    not train it again), and a pack it broke is trained again without it."""
+    """`trained_all` (`fit_only` passed on), where a job whose training diverges (a NaN or
+    infinite loss) gives None instead of stopping the run: the divergence is stored as a unit of
+    its own (a re-run does not train it again), and a pack it broke is trained again without it."""
     store = store or Store()
     descs = list(descs or [f"{j.cfg.arch}/{j.cfg.norm} lr {j.cfg.lr:g}" for j in jobs])
     out: list[TrainResult | None] = [None] * len(jobs)
@@ -146,7 +153,11 @@ def trained_or_diverged(
     while left:
         try:
             results = trained_all(
-                [jobs[i] for i in left], trainer, descs=[descs[i] for i in left], store=store
+                [jobs[i] for i in left],
+                trainer,
+                descs=[descs[i] for i in left],
+                store=store,
+                fit_only=fit_only,
             )
         except TrainingDiverged as err:
             bad = [i for i in left if jobs[i].cfg in err.configs]

@@ -163,6 +163,48 @@ def test_without_the_test_pass_training_stopping_and_snapshots_are_unchanged():
         assert all(math.isnan(v) for v in b.history["test_acc"])
 
 
+def test_fit_only_passes_stop_early_yet_stopping_snapshots_and_weights_are_the_whole_passes():
+    sp = _split(seed=0)
+    base = TrainConfig(epochs=5, batch_size=16, lr=0.02, seed=1)
+    level = _level_reached_at_epoch_2(sp, base)
+    cfgs = [
+        TrainConfig(**{**asdict(base), "epochs": 1, "fit_level": 0.9999}),  # capped unfitted
+        TrainConfig(**{**asdict(base), "fit_level": level}),
+        TrainConfig(**{**asdict(base), "seed": 3}),  # no fit rule: its snapshot only
+    ]
+    jobs = [packed_fit.Job(sp, c) for c in cfgs]
+    full = packed_fit.fit_pack(jobs, snapshots=(level,), eval_chunk=4)
+    lean = packed_fit.fit_pack(jobs, snapshots=(level,), eval_chunk=4, fit_only=True)
+    for a, b in zip(full, lean):
+        assert a.epochs == b.epochs and a.censored == b.censored
+        assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)
+        assert (a.snapshots or {}).keys() == (b.snapshots or {}).keys()
+        for lv, (epoch, state) in (a.snapshots or {}).items():
+            assert b.snapshots[lv][0] == epoch
+            assert torch.equal(b.snapshots[lv][1]["fc3.weight"], state["fc3.weight"])
+        for key in ("clean_acc", "noisy_acc", "test_acc"):  # the last entry: a whole pass
+            assert b.history[key][-1] == a.history[key][-1]
+    assert full[0].censored and [r.epochs for r in full] == [1, 2, 5]
+    # passes did stop early: at initialization every member is far below its levels
+    assert all(math.isnan(r.history["clean_acc"][0]) for r in lean)
+    assert not any(math.isnan(v) for r in full for v in r.history["clean_acc"])
+
+
+def test_a_level_is_ruled_out_only_by_one_error_more_than_it_allows():
+    cfg = TrainConfig(fit_level=0.99)
+    allowed = packed_fit._allowed(cfg, (0.95,), {}, 100)  # the lowest level left: 0.95
+    assert allowed == pytest.approx(6.0)  # 5 errors in 100 is still 0.95: reached
+    assert packed_fit._allowed(cfg, (0.95,), {0.95: (1, {})}, 100) == pytest.approx(2.0)
+    assert packed_fit._allowed(TrainConfig(), (0.95,), {0.95: (1, {})}, 100) == 0.0  # none left
+
+
+def test_fit_only_refuses_checkpoint_logits():
+    with pytest.raises(ValueError, match="fit_only"):
+        packed_fit.fit_pack(
+            [packed_fit.Job(_split(), TrainConfig(epochs=1))], logits_at=(1,), fit_only=True
+        )
+
+
 def test_the_pack_keeps_logits_at_checkpoints_equal_to_the_members_eval_logits():
     sp = _split(seed=0)
     cfgs = [TrainConfig(epochs=e, batch_size=16, lr=0.02, seed=s) for s, e in ((1, 1), (2, 2))]
