@@ -78,7 +78,7 @@ device = "auto"  # auto (a GPU when torch sees one, else the CPU) | cpu | cuda
 # NBVAL_IGNORE_OUTPUT
 from bnpaper import notebook
 
-run = notebook.start(globals(), "04_theory")  # noqa: E702
+run = notebook.start(globals(), "04_theory")
 
 # %% [markdown]
 # ## Part 1: the derivation
