@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -307,15 +307,15 @@ def fit_pack(
         chunk = eval_chunk or max(16, 512 // len(active))
         until = None
         if refute is not None and all(epoch < cfgs[j].epochs for j in active):
-            allowed = [_allowed(cfgs[j], snapshots, taken[j], refute[2][j]) for j in active]
-            until = (refute[0], refute[1], torch.tensor(allowed, device=refute[0].device))
+            allowed = [_allowed(cfgs[j], snapshots, taken[j], refute.clean[j]) for j in active]
+            until = (refute.labels, refute.counted, torch.tensor(allowed, device=device))
         z = _eval_logits(pack.model, images, eval_rows, chunk, until)
         for slot, j in enumerate(active):
             zj, zt = z[slot, : n_train[j]], z[slot, n_train[j] : n_train[j] + len(test_rows[j])]
             whole = z.shape[1] >= n_train[j] + len(test_rows[j])  # the test images seen too
             zt = zt if eval_test and whole else None
             if len(zj) < n_train[j]:  # a pass stopped early: no level reached, no score known
-                got = {key: math.nan for key in refute[3]}
+                got = {key: math.nan for key in refute.names}
             else:
                 got = scores(subs[j], zj, zt)
             row = {"epoch": epoch, **got, "train_loss": train_loss[slot]}
@@ -406,16 +406,28 @@ def fit_pack(
                 active = [active[slot] for slot in keep]
                 eval_rows = eval_rows[keep]
                 if refute is not None:
-                    refute = (refute[0][keep], refute[1][keep], *refute[2:])
+                    refute = refute._replace(
+                        labels=refute.labels[keep], counted=refute.counted[keep]
+                    )
             count.add()
     finally:
         pack.close()
     return results
 
 
-def _refutation(subs: list[Split], length: int, device) -> tuple:
-    """For `fit_only`: per member its training labels and clean flags along its evaluation rows
-    (K, `length`; test and padding rows not counted), its clean count, and the score names."""
+class _Refutation(NamedTuple):
+    """What `fit_only` counts wrong predictions with: per active member its training labels and
+    clean flags along its evaluation rows (K, L; test and padding rows not counted), per job its
+    clean count, and the names of a history row's scores."""
+
+    labels: torch.Tensor
+    counted: torch.Tensor
+    clean: list[int]
+    names: list[str]
+
+
+def _refutation(subs: list[Split], length: int, device) -> _Refutation:
+    """`_Refutation` of the jobs' member splits `subs`, evaluation rows `length` long."""
     labels = torch.zeros(len(subs), length, dtype=torch.long)
     counted = torch.zeros(len(subs), length, dtype=torch.bool)
     for i, s in enumerate(subs):
@@ -423,7 +435,7 @@ def _refutation(subs: list[Split], length: int, device) -> tuple:
         counted[i, : len(s.y)] = ~s.mask
     clean = [int((~s.mask).sum()) for s in subs]
     names = list(scores(subs[0], torch.zeros(len(subs[0].y), subs[0].n_classes), None))
-    return labels.to(device), counted.to(device), clean, names
+    return _Refutation(labels.to(device), counted.to(device), clean, names)
 
 
 def _allowed(cfg: TrainConfig, levels: Sequence[float], taken: dict, n_clean: int) -> float:
