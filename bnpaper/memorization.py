@@ -71,16 +71,23 @@ def held(values: Sequence[float], length: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Runs:
-    """The histories of notebook 01, {(corruption, norm, seed): per-epoch history}. Models that
-    stopped at fit (`TrainConfig.fit_level`) have shorter histories: every curve is read on the
-    longest run's epochs, a stopped model held at its last evaluated value (`held`)."""
+    """The histories of notebook 01, {(corruption, norm, seed): per-epoch history}, evaluated
+    once per epoch. Models that stopped at fit (`TrainConfig.fit_level`) have shorter histories:
+    every curve is read on the epochs 0..`cap` (the epoch cap), a stopped model held at its last
+    evaluated value (`held`). Reading to the cap, not to the longest run, keeps a BN-minus-no-BN
+    row independent of which other norms share the histories. `cap=None` reads to the longest run
+    (every run of the paper's protocol trains the same number of epochs)."""
 
     histories: dict
     seeds: tuple
+    cap: int | None = None
 
     @property
     def epochs(self) -> np.ndarray:
-        return np.asarray(max((h["epoch"] for h in self.histories.values()), key=len), float)
+        longest = np.asarray(max((h["epoch"] for h in self.histories.values()), key=len), float)
+        if self.cap is None or longest[-1] >= self.cap:
+            return longest
+        return np.concatenate([longest, np.arange(longest[-1] + 1, self.cap + 1, dtype=float)])
 
     def curves(self, corr: str, norm: str, key: str) -> np.ndarray:
         """(seeds, evaluated epochs) of one history entry."""

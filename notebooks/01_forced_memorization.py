@@ -170,7 +170,7 @@ print(f"{len(histories)} models ready; diverged (effective-lr arm, lr curve): {d
 # legends, and each panel's title says how many samples are atypical.
 
 # %%
-runs = memorization.Runs(histories, tuple(seeds))
+runs = memorization.Runs(histories, tuple(seeds), cap=epochs)
 acc = {c: runs.test_acc(c, norms) for c in corruption}
 names = {c: text.accuracy_legends(acc[c]) for c in corruption}
 titles = text.corruption_titles(atypical, n_train, ood_source, rare_share, ds.n_classes)

@@ -87,6 +87,25 @@ def test_a_no_bn_run_that_never_reaches_the_level_counts_at_the_last_epoch_but_b
     assert np.isnan(back.measured) and back.verdict == "inconclusive"  # BN censored: no estimate
 
 
+def test_rows_over_the_cap_read_every_curve_to_the_cap_whatever_other_norms_share_the_runs():
+    seeds = (0, 1, 2)
+    runs = {
+        ("flip", n, s): _history(2.0, m + 0.01 * s)
+        for s in seeds
+        for n, m in (("bn", 0.6), ("none", 0.2))
+    }
+    longer = {**runs, **{("flip", "gn", s): _history(2.0, 0.4, e=8) for s in seeds}}
+    capped = M.Runs(runs, seeds, cap=8)
+    assert list(capped.epochs) == list(range(9))
+    # BN's memorization rises linearly to 0.6 at epoch 4, then is held: mean over [0, 8]
+    assert capped.auc("flip", "bn")[0] == pytest.approx((0.5 * 4 * 0.6 + 4 * 0.6) / 8)
+    alone = M.verdict_rows(capped, ["flip"], ["bn", "none"], 0.8)
+    shared = M.verdict_rows(M.Runs(longer, seeds, cap=8), ["flip"], ["bn", "none"], 0.8)
+    assert [r.measured for r in alone] == pytest.approx([r.measured for r in shared])
+    uncapped = M.Runs(runs, seeds).auc("flip", "bn")[0]
+    assert uncapped == pytest.approx(0.3)  # without a cap: the mean over the longest run, [0, 4]
+
+
 def _control_row(control: str, corr: str, verdict: str) -> claims.Verdict:
     est = Estimate(0.1, 0.05, 0.15, 3)
     row = claims.judge(f"01.control.{control}", est, corruption=corr, subset=M.SUBSET[corr])
