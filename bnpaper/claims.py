@@ -320,6 +320,8 @@ def show(rows: Iterable[Verdict]) -> None:
 
 _ROUNDING = 1e-9  # a gap of accuracies equal to a tolerance may exceed it by this much in floats
 _MATCHED = {"train_acc": "clean training accuracy", "test_acc": "clean test accuracy"}
+OFF_FIT = "not at matched fit: "  # how a matched-fit row's note begins to name the missed gaps
+OFF_FIT_FAILED = "its test alone fails; off matched fit that proves nothing either way"
 
 
 def matched_fit(
@@ -332,8 +334,9 @@ def matched_fit(
     """The 'matched_fit' confound rule: the verdict and note of a row read at matched fit, given
     the compared models' gaps (first minus second) at the reading in clean training and clean
     test accuracy. A gap beyond its tolerance (`matched_fit_tolerances`, either sign), or one
-    not given (None, NaN), is named in the note with its size; it turns a "reproduced" into
-    "inconclusive" and leaves other verdicts as they are."""
+    not given (None, NaN), is named in the note with its size, and the row reads "inconclusive"
+    whatever its test said: a model that learned less proves nothing, whichever way the test
+    went. A test that failed says so in the note (`OFF_FIT_FAILED`)."""
     gaps = {"train_acc": train_acc_gap, "test_acc": test_acc_gap}
     who = f"{compared[0]} minus {compared[1]}"
     why = []
@@ -348,8 +351,10 @@ def matched_fit(
             )
     if not why:
         return verdict, note
-    why_text = "not at matched fit: " + "; ".join(why)
-    return ("inconclusive" if verdict == "reproduced" else verdict), _joined(note, why_text)
+    why_text = OFF_FIT + "; ".join(why)
+    if fails(verdict):
+        why_text = _joined(why_text, OFF_FIT_FAILED)
+    return "inconclusive", _joined(note, why_text)
 
 
 def _confounded(
