@@ -4,10 +4,13 @@ members stored as such). Shadow pools are `bnpaper.pools`' units.
 
 Notebooks never build cache keys; the key is the unit's configuration, the data fingerprint, the
 source of the modules this module imports (its import closure: the training code, not the
-attacks) and the torch version (`bnpaper.store`)."""
+attacks) and the torch version (`bnpaper.store`); a packed LeNet's key also names its whole pack
+(`_packed_keys`), so a request's numbers never depend on what ran before it."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from dataclasses import asdict
 from functools import partial
@@ -66,10 +69,10 @@ def trained(
     )
 
 
-def _packed_key(job: Job, logits_at: Sequence[int] = (), fit_only: bool = False) -> dict:
-    """A packed member's unit: `trained`'s key and the trainer (float rounding differs), the
-    checkpoint epochs whose logits it keeps, if any, and whether its history is the fit rule's
-    only (`packed_fit.fit_pack`'s `fit_only`)."""
+def _member_key(job: Job, logits_at: Sequence[int] = (), fit_only: bool = False) -> dict:
+    """What a packed member is, alone: `trained`'s key and the trainer (float rounding differs),
+    the checkpoint epochs whose logits it keeps, if any, and whether its history is the fit
+    rule's only (`packed_fit.fit_pack`'s `fit_only`)."""
     key = {
         "train": job.cfg.as_dict(),
         "mitigation": job.mitigation.as_dict(),
@@ -81,6 +84,21 @@ def _packed_key(job: Job, logits_at: Sequence[int] = (), fit_only: bool = False)
     return {**key, "history": "fit_only"} if fit_only else key
 
 
+def _packed_keys(
+    pack: Sequence[Job], logits_at: Sequence[int] = (), fit_only: bool = False
+) -> list[dict]:
+    """The units of a pack's members: each member's own key (`_member_key`) and the pack it
+    trains in (every member's key and data fingerprint, in order, as one digest). A packed
+    member's numbers depend on its pack (float rounding of the stacked model), so a unit is
+    served only to a request that forms the same pack: whatever ran before (another notebook
+    asking for some of the same models in other packs), a request gives the same numbers."""
+    own = [_member_key(j, logits_at, fit_only) for j in pack]
+    members = [[k, j.split.fingerprint()] for k, j in zip(own, pack)]
+    text = json.dumps(members, sort_keys=True, default=str).encode()
+    digest = hashlib.sha256(text).hexdigest()[:16]
+    return [{**k, "pack": {"members": len(pack), "digest": digest}} for k in own]
+
+
 def trained_all(
     jobs: Sequence[Job],
     trainer: str = "auto",
@@ -90,12 +108,13 @@ def trained_all(
     logits_at: Sequence[int] = (),
     fit_only: bool = False,
 ) -> list[TrainResult]:
-    """The models of `jobs` (each a cached unit), in order. trainer "auto" trains the missing
-    LeNets packed (`packed_fit`: one pack per norm and mitigation, at most `pack_size` members,
-    each stored as its own unit with its share of the pack's seconds) and other models with
-    `trained`; "plain" trains every model with `trained`; "packed" needs LeNets. With
-    `logits_at`, packed members keep their logits at those epochs (`TrainResult.logits`). With
-    `fit_only`, a packed member's history is exact at its last epoch only (the fit rule's
+    """The models of `jobs` (each a cached unit), in order. trainer "auto" trains LeNets packed
+    (`packed_fit`: one pack per norm and mitigation, at most `pack_size` members, formed from
+    `jobs` alone; each member stored as its own unit of that pack, `_packed_keys`, with its share
+    of the pack's seconds; a pack with a member missing from the cache trains whole) and other
+    models with `trained`; "plain" trains every model with `trained`; "packed" needs LeNets.
+    With `logits_at`, packed members keep their logits at those epochs (`TrainResult.logits`).
+    With `fit_only`, a packed member's history is exact at its last epoch only (the fit rule's
     evaluation, `packed_fit.fit_pack`): for callers that read nothing else of it."""
     check_choice("trainer", trainer, packed_fit.TRAINERS)
     store = store or Store()
@@ -104,25 +123,25 @@ def trained_all(
     if (trainer == "packed" or logits_at) and not all(packed):
         raise ConfigError("trainer='packed' and logits_at support arch='lenet' only, packed")
     out: list[TrainResult | None] = [None] * len(jobs)
-    todo = []
     for i, job in enumerate(jobs):
-        fp = job.split.fingerprint()
         if not packed[i]:
             out[i] = trained(job.split, job.cfg, job.mitigation, desc=descs[i], store=store)
-        elif store.has("train", _packed_key(job, logits_at, fit_only), fp, module=__name__):
-            out[i] = store.load("train", _packed_key(job, logits_at, fit_only), fp, module=__name__)
-        else:
-            todo.append(i)
+    todo = [i for i in range(len(jobs)) if packed[i]]
     for pack in packed_fit.packs([jobs[i] for i in todo], pack_size):
         members = [todo[p] for p in pack]
+        keys = _packed_keys([jobs[i] for i in members], logits_at, fit_only)
+        fps = [jobs[i].split.fingerprint() for i in members]
+        if all(store.has("train", k, fp, module=__name__) for k, fp in zip(keys, fps)):
+            for i, k, fp in zip(members, keys, fps):
+                out[i] = store.load("train", k, fp, module=__name__)
+            continue
         t0 = time.perf_counter()
         results = packed_fit.fit_pack(
             [jobs[i] for i in members], logits_at=logits_at, progress=True, fit_only=fit_only
         )
         seconds = time.perf_counter() - t0
-        for i, res in zip(members, results):
-            key, fp = _packed_key(jobs[i], logits_at, fit_only), jobs[i].split.fingerprint()
-            store.put("train", key, res, fp, module=__name__, seconds=seconds, pack=len(members))
+        for i, k, fp, res in zip(members, keys, fps, results):
+            store.put("train", k, res, fp, module=__name__, seconds=seconds, pack=len(members))
             progress.counter("model").add(seconds=seconds / len(members), detail=descs[i])
             out[i] = res
     return out

@@ -234,28 +234,59 @@ def test_a_config_without_the_fit_rule_keeps_its_old_key():
     }
 
 
-def test_units_train_missing_members_packed_and_cache_each(tmp_path, monkeypatch):
-    store = Store(tmp_path / "c")
+def test_a_packed_unit_is_served_only_to_a_request_that_forms_its_pack(tmp_path, monkeypatch):
+    """A packed member's numbers depend on its pack (float rounding), so a request gives the
+    same models whatever ran before: a model cached from another pack is trained again in the
+    request's own pack, and each pack's members are cached for the next same request."""
     sp0, sp1 = _split(seed=0), _split(seed=1)
     cfgs = [TrainConfig(epochs=1, batch_size=16, lr=0.02, seed=s) for s in (1, 2)]
     jobs = [units.Job(sp0, cfgs[0]), units.Job(sp1, cfgs[1])]
     packs = []
     real = packed_fit.fit_pack
-    monkeypatch.setattr(
-        packed_fit, "fit_pack", lambda js, **kw: (packs.append(len(js)), real(js, **kw))[1]
-    )
+
+    def tagged(js, **kw):  # each result records the size of the pack it was trained in
+        packs.append(len(js))
+        results = real(js, **kw)
+        for r in results:
+            r.history["pack"] = [len(js)]
+        return results
+
+    monkeypatch.setattr(packed_fit, "fit_pack", tagged)
+    store = Store(tmp_path / "a")
     first = units.trained_all(jobs[:1], store=store)
     both = units.trained_all(jobs, store=store)
-    assert packs == [1, 1]  # only the missing member trained
-    assert torch.equal(first[0].state["conv1.weight"], both[0].state["conv1.weight"])
+    assert packs == [1, 2]  # the first model, cached alone, trains again in the pack of two
+    assert first[0].history["pack"] == [1] and both[0].history["pack"] == [2]
     again = units.trained_all(jobs, store=store)
-    assert packs == [1, 1] and torch.equal(again[1].state["fc3.bias"], both[1].state["fc3.bias"])
+    alone = units.trained_all(jobs[:1], store=store)
+    assert packs == [1, 2]  # both requests served from the cache, each from its own pack
+    assert torch.equal(again[1].state["fc3.bias"], both[1].state["fc3.bias"])
+    assert alone[0].history["pack"] == [1] and again[0].history["pack"] == [2]
+    assert torch.equal(alone[0].state["conv1.weight"], first[0].state["conv1.weight"])
+    # the same request on an empty cache gives the same models, bit for bit
+    fresh = units.trained_all(jobs, store=Store(tmp_path / "b"))
+    assert packs == [1, 2, 2]
+    for got, want in zip(fresh, both):
+        assert all(torch.equal(got.state[k], want.state[k]) for k in want.state)
+        assert repr(got.history) == repr(want.history)  # NaN entries (no rare images) too
     kept = units.trained_all(jobs, store=store, logits_at=(1,))  # another unit: with logits
-    assert packs == [1, 1, 2] and set(kept[0].logits) == {1} and both[0].logits is None
+    assert packs == [1, 2, 2, 2] and set(kept[0].logits) == {1} and both[0].logits is None
     plain = units.trained_all(jobs, trainer="plain", store=store)  # another unit: train.fit's
-    assert packs == [1, 1, 2]
+    assert packs == [1, 2, 2, 2]
     _same_state(plain[1].state, both[1].state)
-    assert plain[0].history.keys() == both[0].history.keys()
+    assert plain[0].history.keys() == both[0].history.keys() - {"pack"}
+
+
+def test_a_pack_keys_its_members_by_the_whole_pack_in_order():
+    sp0, sp1 = _split(seed=0), _split(seed=1)
+    a, b = (units.Job(sp, TrainConfig(epochs=1, seed=s)) for sp, s in ((sp0, 1), (sp1, 2)))
+    ab, ba = units._packed_keys([a, b]), units._packed_keys([b, a])
+    assert ab[0]["pack"]["members"] == 2 and ab[0]["pack"] == ab[1]["pack"]
+    assert ab[0]["pack"] != ba[0]["pack"]  # another order stacks the members otherwise
+    assert units._packed_keys([a])[0]["pack"] != ab[0]["pack"]
+    assert {k: v for k, v in ab[0].items() if k != "pack"} == units._member_key(a)
+    moved = units.Job(_split(seed=3), a.cfg)  # same configuration, other data: another pack
+    assert units._packed_keys([moved, b])[1]["pack"] != ab[1]["pack"]
 
 
 def test_every_notebook_that_trains_lenets_takes_a_trainer_and_packed_needs_lenets():
