@@ -4,11 +4,11 @@
 verdict" table: the verdict follows the claim's test (one entry of `claim_tests.TESTS` per
 kind), says how the magnitude compares with the paper's where the paper gives one, and turns a
 "reproduced" into "inconclusive" when clean accuracy confounds it (`confound:`; at matched
-fit, `matched_fit`), and gives no interval and no verdict to a row from fewer than 2 independent
-draws (`n_units`). An exploratory row reads "supported" / "not supported", never "reproduced".
-`correct` applies each row's verdict family (`families:` in claims.yaml, fixed before any run):
-Bonferroni at the family's declared size, so a row's verdict depends on its own evidence only.
-`Verdict.line` prints a row, the one way every notebook prints it.
+fit, `matched_fit`, any verdict), and gives no interval and no verdict to a row from fewer than
+2 independent draws (`n_units`). An exploratory row reads "supported" / "not supported", never
+"reproduced". `correct` applies each row's verdict family (`families:` in claims.yaml, fixed
+before any run): Bonferroni at the family's declared size, so a row's verdict depends on its
+own evidence only. `Verdict.line` prints a row, the one way every notebook prints it.
 """
 
 from __future__ import annotations

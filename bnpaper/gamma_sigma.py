@@ -497,7 +497,9 @@ def decay_study(
 ) -> DecayStudy:
     """Train (or load) `cfg` (a BN recipe) at each weight decay of `decays` and seed on the
     seed's flipped-label subset (the same subset `trained_study` draws: the network at `cfg`'s
-    own weight decay is the same cached unit) and read each with `trained_gamma_sigma`."""
+    own weight decay is the same model, the same cached unit where it trains alone; LeNets train
+    in this study's own packs, so equal up to float rounding) and read each with
+    `trained_gamma_sigma`."""
     from .units import Job, trained_all
 
     keys = [(d, s) for d in decays for s in seeds]

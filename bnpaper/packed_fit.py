@@ -372,12 +372,14 @@ def fit_pack(
                     loss = loss + pack.reg.per_member(pack.model, len(active))
                 total = loss.sum()
                 if not torch.isfinite(total):
-                    bad = [cfgs[active[i]] for i in range(len(active)) if not loss[i].isfinite()]
+                    where = [active[i] for i in range(len(active)) if not loss[i].isfinite()]
+                    bad = [cfgs[m] for m in where]
                     raise TrainingDiverged(
                         f"packed training diverged at epoch {epoch}, step {s}: "
                         + ", ".join(f"norm={b.norm}, lr={b.lr}, seed={b.seed}" for b in bad)
                         + "; lower lr",
                         bad,
+                        where,
                     )
                 pack.model.zero_grad(set_to_none=True)
                 total.backward()

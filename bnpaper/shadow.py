@@ -296,13 +296,19 @@ def _unit_config(
     trainer: str,
     mitigation: MitigationConfig = MitigationConfig(),
     levels: tuple[float, ...] = (),
+    pack_size: int = 1,
 ) -> dict:
+    """A shadow's unit: its training, rows, trainer, regularizer, snapshot levels and, packed,
+    the pack size (a packed shadow's numbers depend on its pack: the pool packs its shadows in
+    pool order, so the size fixes the pack)."""
     out = {
         "train": cfg.as_dict(),
         "trainer": trainer,
         "mitigation": mitigation.as_dict(),
         "keep": hashlib.sha256(np.asarray(rows, np.int64).tobytes()).hexdigest(),
     }
+    if trainer == "packed":
+        out["pack_size"] = int(pack_size)
     return {**out, "levels": [float(lv) for lv in levels]} if levels else out
 
 
@@ -347,7 +353,7 @@ def run_shadows(
     cfgs = shadow_configs(base, len(keep), seed)
     rows = [np.flatnonzero(k) for k in keep]
     levels = tuple(float(lv) for lv in levels)
-    units = [_unit_config(c, r, trainer, mitigation, levels) for c, r in zip(cfgs, rows)]
+    units = [_unit_config(c, r, trainer, mitigation, levels, pack_size) for c, r in zip(cfgs, rows)]
     missing = [i for i, u in enumerate(units) if not store.has("shadow", u, fp, module=__name__)]
     size = pack_size if trainer == "packed" else 1
     groups: list[list[int]] = []
@@ -460,7 +466,9 @@ def n_cached(
     return sum(
         store.has(
             "shadow",
-            _unit_config(c, np.flatnonzero(k), trainer, mitigation, tuple(map(float, levels))),
+            _unit_config(
+                c, np.flatnonzero(k), trainer, mitigation, tuple(map(float, levels)), pack_size
+            ),
             fp,
             module=__name__,
         )

@@ -545,7 +545,10 @@ def epochs_table(used: dict, fit_level: float | None, cap: int) -> str:
 def effective_lr_reading(rows: list) -> list[str]:
     """Per corruption, what notebook 01's effective-learning-rate arm says (its rows
     `01.converged.efflr` beside `01.converged.<kind>`, `claims.Verdict` after any correction):
-    whether some raised no-BN learning rate memorizes like BN at matched fit."""
+    whether some raised no-BN learning rate memorizes like BN at matched fit. A row read off
+    matched fit (`claims.OFF_FIT` in its note) is shown and named, but counts for neither side."""
+    from .claims import OFF_FIT
+
     out = []
     base = {
         r.fields["corruption"]: r
@@ -557,16 +560,20 @@ def effective_lr_reading(rows: list) -> list[str]:
         mine = [r for r in arm if r.fields["corruption"] == corr]
         b = base.get(corr)
         head = f"{corr}: BN minus no-BN {b.measured:+.3f} ({b.verdict})" if b else f"{corr}:"
+        off = [OFF_FIT in r.magnitude for r in mine]
         parts = [
-            f"x{r.fields['factor']} lr {r.measured:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]" for r in mine
+            f"x{r.fields['factor']} lr {r.measured:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]"
+            + (" (not at matched fit)" if o else "")
+            for r, o in zip(mine, off)
         ]
-        closes = [r for r in mine if r.hi == r.hi and r.hi >= 0 >= r.lo or r.hi < 0]
+        fitted = [r for r, o in zip(mine, off) if not o]
+        closes = [r for r in fitted if r.hi == r.hi and r.hi >= 0 >= r.lo or r.hi < 0]
         if b is not None and b.verdict == "reproduced" and closes:
             says = (
                 "a raised no-BN learning rate memorizes like BN at matched fit: BN's excess "
                 "reads as an effective-learning-rate effect"
             )
-        elif all(r.lo > 0 for r in mine):
+        elif fitted and all(r.lo > 0 for r in fitted):
             says = "no tested no-BN learning rate closes BN's excess at matched fit"
         else:
             says = "not separated at this budget"

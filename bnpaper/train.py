@@ -24,11 +24,16 @@ SCHEDULES = ("cosine", "step", "constant")
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite; `configs`: the training configurations that diverged."""
+    """The loss became NaN or infinite; `configs`: the training configurations that diverged;
+    `members`: for a pack, their positions among its jobs (two members may share a
+    configuration on other data)."""
 
-    def __init__(self, message: str, configs: Sequence["TrainConfig"] = ()):
+    def __init__(
+        self, message: str, configs: Sequence["TrainConfig"] = (), members: Sequence[int] = ()
+    ):
         super().__init__(message)
         self.configs = tuple(configs)
+        self.members = tuple(members)
 
 
 @dataclass(frozen=True)

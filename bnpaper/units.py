@@ -93,10 +93,30 @@ def _packed_keys(
     served only to a request that forms the same pack: whatever ran before (another notebook
     asking for some of the same models in other packs), a request gives the same numbers."""
     own = [_member_key(j, logits_at, fit_only) for j in pack]
-    members = [[k, j.split.fingerprint()] for k, j in zip(own, pack)]
+    tag = {"members": len(pack), "digest": _digest(own, pack)}
+    return [{**k, "pack": tag} for k in own]
+
+
+def _digest(keys: Sequence[dict], pack: Sequence[Job]) -> str:
+    """The members of a pack (their keys and data fingerprints, in order) as one digest."""
+    members = [[k, j.split.fingerprint()] for k, j in zip(keys, pack)]
     text = json.dumps(members, sort_keys=True, default=str).encode()
-    digest = hashlib.sha256(text).hexdigest()[:16]
-    return [{**k, "pack": {"members": len(pack), "digest": digest}} for k in own]
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+def _is_packed(job: Job, trainer: str) -> bool:
+    """Whether `trainer` trains `job` packed: a LeNet on its whole split, unless "plain"."""
+    return trainer != "plain" and job.cfg.arch == "lenet" and job.rows is None
+
+
+def _groups(jobs: Sequence[Job], trainer: str, pack_size: int) -> list[list[int]]:
+    """Indices of `jobs` as they train: every model trained alone, then each pack of the packed
+    ones (`packed_fit.packs`, formed from `jobs` alone)."""
+    todo = [i for i, j in enumerate(jobs) if _is_packed(j, trainer)]
+    alone = [[i] for i, j in enumerate(jobs) if not _is_packed(j, trainer)]
+    return alone + [
+        [todo[p] for p in pack] for pack in packed_fit.packs([jobs[i] for i in todo], pack_size)
+    ]
 
 
 def trained_all(
@@ -119,16 +139,15 @@ def trained_all(
     check_choice("trainer", trainer, packed_fit.TRAINERS)
     store = store or Store()
     descs = descs or [f"{j.cfg.arch}/{j.cfg.norm} seed {j.cfg.seed}" for j in jobs]
-    packed = [trainer != "plain" and j.cfg.arch == "lenet" and j.rows is None for j in jobs]
-    if (trainer == "packed" or logits_at) and not all(packed):
+    if (trainer == "packed" or logits_at) and not all(_is_packed(j, trainer) for j in jobs):
         raise ConfigError("trainer='packed' and logits_at support arch='lenet' only, packed")
     out: list[TrainResult | None] = [None] * len(jobs)
-    for i, job in enumerate(jobs):
-        if not packed[i]:
+    for members in _groups(jobs, trainer, pack_size):
+        if not _is_packed(jobs[members[0]], trainer):
+            (i,) = members
+            job = jobs[i]
             out[i] = trained(job.split, job.cfg, job.mitigation, desc=descs[i], store=store)
-    todo = [i for i in range(len(jobs)) if packed[i]]
-    for pack in packed_fit.packs([jobs[i] for i in todo], pack_size):
-        members = [todo[p] for p in pack]
+            continue
         keys = _packed_keys([jobs[i] for i in members], logits_at, fit_only)
         fps = [jobs[i].split.fingerprint() for i in members]
         if all(store.has("train", k, fp, module=__name__) for k, fp in zip(keys, fps)):
@@ -147,9 +166,11 @@ def trained_all(
     return out
 
 
-def _diverged_key(job: Job) -> dict:
-    """The unit recording that `job`'s training diverged (the same for either trainer)."""
-    return {"train": job.cfg.as_dict(), "mitigation": job.mitigation.as_dict()}
+def _diverged_key(job: Job, pack: str | None = None) -> dict:
+    """The unit recording that `job`'s training diverged: trained alone, or in the pack of
+    digest `pack` (a packed member's divergence belongs to its pack, as its numbers do)."""
+    key = {"train": job.cfg.as_dict(), "mitigation": job.mitigation.as_dict()}
+    return key if pack is None else {**key, "pack": pack}
 
 
 def trained_or_diverged(
@@ -158,38 +179,61 @@ def trained_or_diverged(
     descs: Sequence[str] | None = None,
     store: Store | None = None,
     fit_only: bool = False,
+    pack_size: int = 16,
 ) -> list[TrainResult | None]:
     """`trained_all` (`fit_only` passed on), where a job whose training diverges (a NaN or
-    infinite loss) gives None instead of stopping the run: the divergence is stored as a unit of
-    its own (a re-run does not train it again), and a pack it broke is trained again without it."""
+    infinite loss) gives None instead of stopping the run. The packs are formed once from
+    `jobs`; a divergence is stored as a unit of its own, keyed by the pack it happened in (a
+    re-run does not train it again; another request's pack tries the model itself), and only
+    the pack it broke is trained again, without it."""
+    check_choice("trainer", trainer, packed_fit.TRAINERS)
     store = store or Store()
     descs = list(descs or [f"{j.cfg.arch}/{j.cfg.norm} lr {j.cfg.lr:g}" for j in jobs])
     out: list[TrainResult | None] = [None] * len(jobs)
-    left = []
-    for i, job in enumerate(jobs):
-        if not store.has("diverged", _diverged_key(job), job.split.fingerprint(), module=__name__):
-            left.append(i)
-    while left:
-        try:
-            results = trained_all(
-                [jobs[i] for i in left],
-                trainer,
-                descs=[descs[i] for i in left],
-                store=store,
-                fit_only=fit_only,
+    for group in _groups(jobs, trainer, pack_size):
+        pack = [jobs[i] for i in group]
+        tag = None
+        if _is_packed(pack[0], trainer):  # the pack's digest, whatever its members' units keep
+            tag = _digest([_member_key(j) for j in pack], pack)
+        left = [
+            i
+            for i in group
+            if not store.has(
+                "diverged",
+                _diverged_key(jobs[i], tag),
+                jobs[i].split.fingerprint(),
+                module=__name__,
             )
-        except TrainingDiverged as err:
-            bad = [i for i in left if jobs[i].cfg in err.configs]
-            if not bad:
-                raise
-            for i in bad:
-                fp = jobs[i].split.fingerprint()
-                store.put(
-                    "diverged", _diverged_key(jobs[i]), str(err), fp, module=__name__, seconds=0.0
+        ]
+        while left:
+            try:
+                results = trained_all(
+                    [jobs[i] for i in left],
+                    trainer,
+                    pack_size=len(left),
+                    descs=[descs[i] for i in left],
+                    store=store,
+                    fit_only=fit_only,
                 )
-            left = [i for i in left if i not in bad]
-            continue
-        for i, res in zip(left, results):
-            out[i] = res
-        left = []
+            except TrainingDiverged as err:
+                bad = _diverged_members(err, [jobs[i] for i in left])
+                if not bad:
+                    raise
+                for p in bad:
+                    job = jobs[left[p]]
+                    key, fp = _diverged_key(job, tag), job.split.fingerprint()
+                    store.put("diverged", key, str(err), fp, module=__name__, seconds=0.0)
+                left = [i for p, i in enumerate(left) if p not in bad]
+                continue
+            for i, res in zip(left, results):
+                out[i] = res
+            left = []
     return out
+
+
+def _diverged_members(err: TrainingDiverged, trained: Sequence[Job]) -> list[int]:
+    """Positions in `trained` (one pack, or one model) of the models `err` says diverged: the
+    pack's members it names, else (a model trained alone) those of its configurations."""
+    if err.members:
+        return sorted(err.members)
+    return [p for p, j in enumerate(trained) if j.cfg in err.configs]

@@ -154,9 +154,9 @@ for corr in curve_kinds:
             jobs[corr, name, seed] = units.Job(split, cfg)
 
 # %% [markdown]
-# Each trained model is a cached unit: a re-run re-renders in seconds and trains only the models
-# not yet cached. LeNets train packed (`trainer`): one packed model per norm holds every
-# corruption and seed, each member equal to its own training run up to float rounding.
+# Each trained model is a cached unit: a re-run re-renders in seconds and trains only the packs
+# with a model not yet cached. LeNets train packed (`trainer`): one packed model per norm holds
+# every corruption and seed, each member equal to its own training run up to float rounding.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -320,9 +320,10 @@ display(Markdown(text.memorization_table(summary, clean_level)))
 # memorization where each run's clean training accuracy first reaches each of `fit_levels`
 # (interpolated within the run; a run that never gets there gives no reading) and at the end of
 # training, both trained to `fit_level`; each control minus no-BN at the end; BN minus no-BN at
-# `effective_lr` times its own learning rate. Paired over seeds, 95% Student-t intervals. A
-# "reproduced" needs the two models within 1 point of clean training accuracy and 2 points of
-# clean test accuracy at the reading (`claims.yaml`, `matched_fit`); censored runs are named.
+# `effective_lr` times its own learning rate. Paired over seeds, 95% Student-t intervals. Any
+# verdict needs the two models within 1 point of clean training accuracy and 2 points of clean
+# test accuracy at the reading (`claims.yaml`, `matched_fit`), else it reads *inconclusive*, for
+# the paper or against it; censored runs are named.
 
 # %%
 rows = []

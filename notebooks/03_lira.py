@@ -325,8 +325,8 @@ if size_sweep:
 
 # %% [markdown]
 # ## Verdict
-# Each delta-AUC judged by its claim at matched fit: a "reproduced" becomes *inconclusive* when
-# the compared models' mean clean training accuracy (on their IN examples) or clean test accuracy
+# Each delta-AUC judged by its claim at matched fit: any verdict becomes *inconclusive* when the
+# compared models' mean clean training accuracy (on their IN examples) or clean test accuracy
 # differ by more than claims.yaml's tolerances; a row that rests on censored models says so.
 # Fixed-variance LiRA is judged below 64 models per norm, TPR at 0.1% FPR where every target has
 # at least 1,000 non-members.

@@ -50,10 +50,11 @@ default_batch_size = 32  # setting at which the verdict reads the agreement
 default_lr = 0.1
 probe_every = 20  # probe each outlier in the batch every that many steps
 archs = ["lenet", "resnet20"]  # trained networks for gamma/sigma (BN models)
-# Training samples per architecture. LeNet: 01's subset size, so its lr search is 01's (shared
-# cached units). ResNet-20: 500 images, cap 10 epochs: with 1000 its 5-point lr search and 3
-# networks took 480 s of the quick 04's 686 s on 2 cores, so 500 for a run near 8 min (a net
-# that hits the cap unfitted is marked censored).
+# Training samples per architecture. LeNet: 01's subset size, so its lr search trains seed 0 of
+# 01's search (in packs of its own, so 04 reads the same alone or after 01). ResNet-20: 500
+# images, cap 10 epochs: with 1000 its 5-point lr search and 3 networks took 480 s of the quick
+# 04's 686 s on 2 cores, so 500 for a run near 8 min (a net that hits the cap unfitted is marked
+# censored).
 n_train = {"lenet": 4000, "resnet20": 500}
 epochs = {"lenet": 40, "resnet20": 20}  # epoch cap per architecture (fair) | the epochs (paper)
 n_test = 2000  # clean test samples (test accuracy next to gamma/sigma)

@@ -1,5 +1,6 @@
 """Notebook 01 at matched fit: rows read where BN and no-BN fit equally, the arm, held curves."""
 
+import dataclasses
 import math
 
 import pytest
@@ -87,6 +88,20 @@ def test_the_arm_reads_bn_against_no_bn_at_a_raised_lr_and_skips_a_diverged_fact
     base = fit_rows.verdict_rows(h, ["flip"], ["bn", "none"], [0, 1], [], 0.99, 40)
     reading = text.effective_lr_reading(base + rows)
     assert len(reading) == 1 and "x3 lr +0.000" in reading[0]
+
+
+def test_the_arms_reading_counts_no_row_read_off_matched_fit():
+    h = _histories()
+    h.update({("flip", fit_rows.arm_norm(3.0), s): BN[s] for s in (0, 1)})
+    (arm,) = fit_rows.arm_rows(h, ["flip"], [3.0], [0, 1], 0.99, 40)
+    base = fit_rows.verdict_rows(h, ["flip"], ["bn", "none"], [0, 1], [], 0.99, 40)
+    above = dataclasses.replace(arm, measured=0.2, lo=0.1, hi=0.3)  # BN's excess stays
+    (said,) = text.effective_lr_reading(base + [above])
+    assert said.endswith("no tested no-BN learning rate closes BN's excess at matched fit")
+    off = dataclasses.replace(above, magnitude=claims.OFF_FIT + "clean training accuracy ...")
+    (said,) = text.effective_lr_reading(base + [off])
+    assert "+0.200 [+0.100, +0.300] (not at matched fit)" in said
+    assert said.endswith("not separated at this budget")  # an unmatched row counts for no side
 
 
 def test_a_model_stopped_at_fit_is_held_at_its_last_value_on_the_longest_runs_epochs():

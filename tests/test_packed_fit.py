@@ -289,6 +289,44 @@ def test_a_pack_keys_its_members_by_the_whole_pack_in_order():
     assert units._packed_keys([moved, b])[1]["pack"] != ab[1]["pack"]
 
 
+def test_a_divergence_belongs_to_its_pack_and_to_the_member_that_diverged(tmp_path, monkeypatch):
+    """Only the member that diverged is dropped (another member with its configuration on other
+    data trains), only its pack trains again, a re-run trains nothing, and another request's
+    pack tries the model itself rather than reading this pack's divergence."""
+    from bnpaper.train import TrainingDiverged
+
+    sp0, sp1 = _split(seed=0), _split(seed=1)
+    ok = [TrainConfig(epochs=1, batch_size=16, lr=0.02, seed=s) for s in (1, 2, 3)]
+    bad = TrainConfig(epochs=1, batch_size=16, lr=0.05, seed=1)
+    sick = (bad, sp0.fingerprint())  # the one model the fake trainer makes diverge
+    calls = []
+    real = packed_fit.fit_pack
+
+    def diverging(js, **kw):
+        calls.append(len(js))
+        where = [p for p, j in enumerate(js) if (j.cfg, j.split.fingerprint()) == sick]
+        if where:
+            raise TrainingDiverged("diverged", [js[p].cfg for p in where], where)
+        return real(js, **kw)
+
+    monkeypatch.setattr(packed_fit, "fit_pack", diverging)
+    store = Store(tmp_path / "c")
+    jobs = [
+        units.Job(sp0, ok[0]),
+        units.Job(sp1, ok[1]),
+        units.Job(sp0, bad),
+        units.Job(sp1, bad),  # bad's configuration on other data: it trains
+    ]
+    got = units.trained_or_diverged(jobs, pack_size=2, store=store)
+    assert calls == [2, 2, 1]  # the first pack once; the second broke and trains without it
+    assert got[2] is None and all(r is not None for i, r in enumerate(got) if i != 2)
+    again = units.trained_or_diverged(jobs, pack_size=2, store=store)
+    assert calls == [2, 2, 1] and again[2] is None  # the divergence and the packs are cached
+    assert torch.equal(again[3].state["fc3.bias"], got[3].state["fc3.bias"])
+    alone = units.trained_or_diverged(jobs[2:3], store=store)  # another pack: tried anew
+    assert calls == [2, 2, 1, 1] and alone == [None]
+
+
 def test_every_notebook_that_trains_lenets_takes_a_trainer_and_packed_needs_lenets():
     from bnpaper import params
     from bnpaper.config import ConfigError

@@ -166,6 +166,26 @@ def test_packed_pool_with_a_kill_keeps_finished_packs(tmp_path, monkeypatch):
     assert pool.phi.shape == (8, 64, 1) and (pool.test_acc >= 0).all()
 
 
+def test_a_packed_shadow_is_served_only_to_a_pool_of_its_pack_size(tmp_path, monkeypatch):
+    """A packed shadow's numbers depend on its pack, so a pool asked with another pack size
+    trains its own shadows; the same pack size is served from the cache, and a resumed pool
+    (test above) forms the packs an uninterrupted one does."""
+    sp, keep, store = _toy_split(), shadow.keep_matrix(4, 64, 1), Store(tmp_path / "c")
+    real, calls = shadow._train_states, []
+
+    def counted(task):
+        calls.append(len(task.cfgs))
+        return real(task)
+
+    monkeypatch.setattr(shadow, "_train_states", counted)
+    kw = dict(store=store, progress=False)
+    shadow.run_shadows(sp, TINY, keep, pack_size=2, **kw)
+    assert calls == [2, 2] and shadow.n_cached(sp, TINY, keep, pack_size=4, store=store) == 0
+    shadow.run_shadows(sp, TINY, keep, pack_size=4, **kw)
+    shadow.run_shadows(sp, TINY, keep, pack_size=2, **kw)
+    assert calls == [2, 2, 4]  # the second pack size trained once, the first from the cache
+
+
 def test_executor_spec_is_validated():
     for bad in ("threads", "process:0", "dask://nohost", 3):
         with pytest.raises(ConfigError, match="executor"):
