@@ -199,18 +199,18 @@ def _row(p, verdict="reproduced", cid="01.final.flip"):
 
 def test_correct_is_bonferroni_at_the_declared_family_size_and_downgrades_only_what_fails():
     m = claims.family("memorization_strength")["size"]
-    assert m == 50
+    assert m == 57
     rows = [_row(0.0004), _row(0.001), _row(None), _row(0.3, "not reproduced")]
     rows = claims.correct(rows)
-    assert [r.p_adjusted for r in rows] == pytest.approx([0.02, 0.05, None, 1.0])
-    assert [r.family_size for r in rows] == [50, 50, None, 50]
+    assert [r.p_adjusted for r in rows] == pytest.approx([0.0228, 0.057, None, 1.0])
+    assert [r.family_size for r in rows] == [57, 57, None, 57]
     assert [r.verdict for r in rows] == [
-        "reproduced",  # 50 * 0.0004 = 0.02 <= 0.025
-        "inconclusive",  # 50 * 0.001 = 0.05 > 0.025
+        "reproduced",  # 57 * 0.0004 = 0.0228 <= 0.025
+        "inconclusive",  # 57 * 0.001 = 0.057 > 0.025
         "reproduced",  # no p-value (an exact identity, no interval): not corrected
         "not reproduced",
     ]
-    assert "Bonferroni" in rows[1].magnitude and "50 tests of its family" in rows[1].magnitude
+    assert "Bonferroni" in rows[1].magnitude and "57 tests of its family" in rows[1].magnitude
     assert claims.correct(rows) == rows  # idempotent: a second correction adds no second note
     assert claims.holm is claims.correct  # the notebooks' old name
 
@@ -219,21 +219,21 @@ def test_a_stored_row_is_corrected_again_at_its_familys_size_declared_today():
     """A family grown before a new configuration's run re-corrects the rows stored under its old
     size exactly as `correct` corrects a fresh row today; other rows come back unchanged."""
     m = claims.family("memorization_strength")["size"]
-    assert m == 50
+    assert m == 57
 
     def stored(p, verdict, m_old, note=""):
         row = _row(p, verdict).as_dict()
         return {**row, "magnitude": note, "p_adjusted": min(1.0, m_old * p), "family_size": m_old}
 
-    # held at m = 40 (40 x 0.0006 = 0.024), fails at 50 (0.03): inconclusive, says both sizes
+    # held at m = 40 (40 x 0.0006 = 0.024), fails at 57 (0.0342): inconclusive, says both sizes
     again = claims.recorrected(stored(0.0006, "reproduced", 40))
     fresh = claims.correct([_row(0.0006)])[0].as_dict()
     assert again["verdict"] == fresh["verdict"] == "inconclusive"
     assert again["magnitude"].startswith(fresh["magnitude"])  # the same note, then the sizes
-    assert again["p_adjusted"] == pytest.approx(fresh["p_adjusted"]) and again["family_size"] == 50
-    assert "50 tests of its family memorization_strength" in again["magnitude"]
+    assert again["p_adjusted"] == pytest.approx(fresh["p_adjusted"]) and again["family_size"] == 57
+    assert "57 tests of its family memorization_strength" in again["magnitude"]
     assert "stored under 40" in again["magnitude"]
-    # inconclusive at m = 80 by the correction alone (0.04), holds at 50 (0.02): the old note goes
+    # inconclusive at m = 80 by the correction alone (0.04), holds at 57 (0.0228): the old note goes
     note = "not significant after Bonferroni's correction over the 80 tests of its family x"
     again = claims.recorrected(stored(0.0004, "inconclusive", 80, f"a; {note}"))
     assert again["verdict"] == "reproduced" and again["magnitude"].startswith("a; corrected again")
@@ -241,7 +241,7 @@ def test_a_stored_row_is_corrected_again_at_its_familys_size_declared_today():
     assert claims.recorrected(stored(0.0004, "inconclusive", 80, "a"))["verdict"] == "inconclusive"
     assert claims.recorrected(stored(0.9, "not reproduced", 40))["verdict"] == "not reproduced"
     # today's size, no p-value, or stored before the families: unchanged
-    same = stored(0.0006, "reproduced", 50)
+    same = stored(0.0006, "reproduced", 57)
     assert claims.recorrected(same) == same
     nop = {**_row(None).as_dict()}
     assert claims.recorrected(nop) == nop
@@ -480,7 +480,7 @@ def _configurations() -> dict[str, int]:
 def test_every_familys_declared_size_recounts_from_the_quick_reference_and_the_matrix():
     """m = sum over members (claims with a p-value) of quick rows + matrix cells x cell rows."""
     cells = _configurations()
-    assert cells == {"01": 5, "02": 0, "03": 4, "04": 1, "05": 0}  # the matrix as committed
+    assert cells == {"01": 6, "02": 0, "03": 4, "04": 1, "05": 0}  # the matrix as committed
     doc = claims._load()
     for name, fam in doc["families"].items():
         count = sum(
