@@ -20,8 +20,32 @@ import json
 import time
 from dataclasses import replace
 
+from bnpaper.config import ConfigError
 from bnpaper.data import load_dataset, make_split
 from bnpaper.train import TrainConfig, TrainingDiverged, fit
+
+
+def _runs(args: argparse.Namespace) -> list:
+    """(seed, recipe, clean split) per seed of the parsed arguments, each checked (TrainConfig,
+    make_split), so that bad input fails before any training."""
+    recipe = TrainConfig(
+        arch=args.arch,
+        norm=args.norm,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        epochs=args.epochs,
+        batch_size=32,
+        fit_level=None if args.no_fit else 0.99,
+    )
+    ds = load_dataset(args.dataset)
+    return [
+        (
+            seed,
+            replace(recipe, seed=seed),
+            make_split(ds, args.n_train, "none", 0.0, seed, n_test=args.n_test),
+        )
+        for seed in args.seeds
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,22 +61,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-fit", action="store_true", help="train every epoch, no stop at fit")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     args = ap.parse_args(argv)
-    recipe = TrainConfig(
-        arch=args.arch,
-        norm=args.norm,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        epochs=args.epochs,
-        batch_size=32,
-        fit_level=None if args.no_fit else 0.99,
-    )
-    ds = load_dataset(args.dataset)
-    for seed in args.seeds:
-        split = make_split(ds, args.n_train, "none", 0.0, seed, n_test=args.n_test)
+    try:
+        runs = _runs(args)
+    except ConfigError as e:  # bad input: one line, before any training
+        raise SystemExit(f"probe_test_gap: {e}") from None
+    for seed, recipe, split in runs:
         row = {**vars(args), "seed": seed}
         start = time.time()
         try:
-            result = fit(split, replace(recipe, seed=seed), progress=False)
+            result = fit(split, recipe, progress=False)
         except TrainingDiverged as e:
             print(json.dumps({**row, "diverged": str(e)}), flush=True)
             continue
