@@ -31,7 +31,7 @@ from bnpaper.train import TrainConfig, TrainingDiverged, fit
 
 
 def _runs(args: argparse.Namespace) -> list:
-    """(seed, recipe, clean split) per seed of the parsed arguments, each checked (TrainConfig,
+    """(seed, recipe, split: clean, or with --flips) per seed of the parsed arguments, each checked (TrainConfig,
     make_split), so that bad input fails before any training."""
     recipe = TrainConfig(
         arch=args.arch,
