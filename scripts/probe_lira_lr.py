@@ -24,6 +24,7 @@ from dataclasses import replace
 from bnpaper import exposure, lira_fit, params
 from bnpaper.config import ConfigError, check_number
 from bnpaper.data import load_dataset
+from bnpaper.lr_choice import LR_MAX
 from bnpaper.pool_units import LiraRecipe
 
 
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
                 "allowed: a budget whose 03 runs the fair protocol"
             )
         for i, lr in enumerate(args.bn_lrs):
-            check_number(f"--bn-lrs[{i}]", lr, 0.0, 10.0, lo_open=True)
+            check_number(f"--bn-lrs[{i}]", lr, 0.0, LR_MAX, lo_open=True)
         ds = load_dataset(p["dataset"])
     except ConfigError as e:
         raise SystemExit(f"probe_lira_lr: {e}") from None
