@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from .results_tables import collect, fmt_number, table_cell
+from .stats import t_paired_diff
 
 FIT_NOTE = (
     "Every configuration run under the fair protocol (each norm its own learning rate, every "
@@ -17,7 +18,9 @@ FIT_NOTE = (
     "01: one row per corruption kind and norm, over its seeds; 03: one row per outlier mix and "
     "norm, over its shadow models of every pool. *fitted*: runs that reached the fit level "
     "(the rest hit the cap: censored). *test vs BN*: clean test accuracy minus BN's, in "
-    "points. Each configuration's run time: the report's table of what it used."
+    "points, with its 95% t interval over the paired replicates in brackets (01: the seeds, "
+    "each norm's final model; 03: the pools, each pool's mean over its shadow models) where "
+    "there are at least two. Each configuration's run time: the report's table of what it used."
 )
 
 HEAD = (
@@ -46,6 +49,39 @@ def _points(x: float | None, ref: float | None) -> str:
     if x is None or ref is None:
         return "-"
     return f"{100 * (x - ref):+.1f}"
+
+
+def _paired_points(runs: dict, ref: dict) -> str | None:
+    """`runs` minus `ref` in points with its 95% t interval over the replicates both hold (keys:
+    a seed or a pool; values: a clean test accuracy); None unless both hold the same two or more
+    replicates, every value finite."""
+    if set(runs) != set(ref) or len(runs) < 2:
+        return None
+    keys = sorted(runs)
+    a, b = [runs[k] for k in keys], [ref[k] for k in keys]
+    if not all(x is not None and math.isfinite(x) for x in a + b):
+        return None
+    return t_paired_diff(a, b).fmt(digits=1, scale=100.0)
+
+
+def _final_test(res: dict, kind: str, norm: str) -> dict:
+    """{seed: final clean test accuracy} of one corruption kind and norm, from 01's histories."""
+    out = {}
+    for key, h in (res.get("histories") or {}).items():
+        k, n, seed = key.rsplit("/", 2)
+        if k == kind and n == norm and h.get("test_acc"):
+            out[seed] = h["test_acc"][-1]
+    return out
+
+
+def _pool_gap(pools: dict, mix: str, norm: str) -> str | None:
+    """03's *test vs BN* over the paired pools (each pool's mean over its shadow models), when
+    every pool of both norms holds the same number of shadows (then the mean of the pools'
+    differences is the difference of the means over every shadow); else None."""
+    a, b = pools.get(f"{mix}/{norm}", {}), pools.get(f"{mix}/bn", {})
+    if len({len(v) for v in [*a.values(), *b.values()]}) != 1:
+        return None
+    return _paired_points({k: _mean(v) for k, v in a.items()}, {k: _mean(v) for k, v in b.items()})
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -78,11 +114,17 @@ def forced_rows(label: str, res: dict) -> list[str]:
                         f"{fmt_number(e['mean'], 1)} ({fmt_number(e['max'], 0)})",
                         fmt_number(e.get("train_acc")),
                         fmt_number(e.get("test_acc")),
-                        "-" if norm == "bn" else _points(e.get("test_acc"), bn),
+                        "-" if norm == "bn" else _gap(res, kind, norm, e.get("test_acc"), bn),
                     )
                 )
             )
     return rows
+
+
+def _gap(res: dict, kind: str, norm: str, acc: float | None, bn: float | None) -> str:
+    """01's *test vs BN*: over the paired seeds with an interval, else the difference of means."""
+    paired = _paired_points(_final_test(res, kind, norm), _final_test(res, kind, "bn"))
+    return paired or _points(acc, bn)
 
 
 def lira_rows(label: str, res: dict) -> list[str]:
@@ -91,9 +133,11 @@ def lira_rows(label: str, res: dict) -> list[str]:
     lrs, arch = rec["lr"], res.get("params", {}).get("arch", "")
     per_model = res.get("per_model", {})
     test: dict[str, list[float]] = {}
+    pools: dict[str, dict[str, list[float]]] = {}  # {mix/norm: {pool: its shadows' accuracies}}
     for key, m in per_model.items():
-        mix, _, norm = key.split("/")
+        mix, pool, norm = key.split("/")
         test.setdefault(f"{mix}/{norm}", []).extend(m.get("test_acc", []))
+        pools.setdefault(f"{mix}/{norm}", {})[pool] = list(m.get("test_acc", []))
     rare = res.get("rare") or {}
     for norm, acc in (rare.get("acc") or {}).items():  # the rare pools' mean clean test accuracy
         test[f"rare/{norm}"] = [acc]
@@ -115,7 +159,7 @@ def lira_rows(label: str, res: dict) -> list[str]:
                     f"{fmt_number(f['epochs_mean'], 1)} ({fmt_number(f['epochs_max'], 0)})",
                     fmt_number(f.get("train_clean_acc")),
                     fmt_number(acc),
-                    "-" if norm == "bn" else _points(acc, bn),
+                    "-" if norm == "bn" else _pool_gap(pools, mix, norm) or _points(acc, bn),
                 )
             )
         )

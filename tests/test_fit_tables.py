@@ -115,3 +115,39 @@ def test_the_report_shows_the_table_only_when_a_fair_configuration_is_committed(
     assert "Each norm's fit" not in report.render(tmp_path)
     _write(tmp_path, "01_forced_memorization", "mnist_subset", _forced())
     assert "## Each norm's fit (the fair protocol)" in report.render(tmp_path)
+
+
+def test_the_gap_to_bn_carries_a_t_interval_over_the_paired_seeds_and_pools(tmp_path):
+    forced = _forced()
+    finals = {"bn": [0.80, 0.82, 0.78], "none": [0.77, 0.79, 0.76], "none x2": [0.75, 0.75, 0.75]}
+    forced["histories"] = {
+        f"flip/{norm}/{seed}": {"test_acc": [0.1, acc]}
+        for norm, accs in finals.items()
+        for seed, acc in enumerate(accs)
+    }
+    lira = _lira()  # balanced pools: two shadows each, so the pools' mean gap is the overall one
+    lira["per_model"] = {
+        "0.05/0/bn": {"test_acc": [0.80, 0.82]},
+        "0.05/1/bn": {"test_acc": [0.84, 0.86]},
+        "0.05/0/none": {"test_acc": [0.79, 0.81]},
+        "0.05/1/none": {"test_acc": [0.79, 0.81]},
+    }
+    _write(tmp_path, "01_forced_memorization", "fashion_mnist.full.arch=resnet20", forced)
+    _write(tmp_path, "03_lira", "fashion_mnist", lira)
+    rows = fit_tables.fit_table(tmp_path).splitlines()[2:]
+    gaps = [[c.strip() for c in r.strip("|").split("|")][-1] for r in rows]
+    # 01: per-seed differences -3, -3, -2 points: mean -2.67, sd 0.577, t(0.975, 2) = 4.303
+    # gives half-width 4.303 * 0.577 / sqrt(3) = 1.43; the x2 arm: -5, -7, -3 (sd 2, half 4.97)
+    assert gaps[:3] == ["-", "-2.7 [-4.1, -1.2]", "-5.0 [-10.0, -0.0]"]
+    # 03: pool differences -1 and -5 points: mean -3, sd 2.83, t(0.975, 1) = 12.71, half 25.4
+    assert gaps[3:] == ["-", "-3.0 [-28.4, +22.4]"]
+
+
+def test_without_paired_replicates_the_gap_is_the_difference_of_the_means(tmp_path):
+    forced = _forced()
+    forced["histories"] = {"flip/bn/0": {"test_acc": [0.8]}, "flip/none/1": {"test_acc": [0.7]}}
+    _write(tmp_path, "01_forced_memorization", "fashion_mnist.full.arch=resnet20", forced)
+    _write(tmp_path, "03_lira", "fashion_mnist", _lira())  # pools of 2 and 1 shadows: unbalanced
+    rows = fit_tables.fit_table(tmp_path).splitlines()[2:]
+    gaps = [[c.strip() for c in r.strip("|").split("|")][-1] for r in rows]
+    assert gaps == ["-", "-2.6", "-5.0", "-", "-3.0"]
