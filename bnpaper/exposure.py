@@ -120,10 +120,17 @@ def lira_norm_recipes(
     from its resolved parameters `p`: under the fair protocol each norm's learning rate searched
     (cached units, one per norm, lr and seed) on n_train // 2 clean images, the shadows'
     training-set size; the same units whoever asks (03, 05)."""
-    # parameters that name no protocol: the paper's; augment 'auto' resolved as the shadows' is
+    p, norms, n_train = lira_search_params(p, extra)
+    return norm_recipes(ds, p, norms, p["trainer"], n_train=n_train, store=store)
+
+
+def lira_search_params(p: Mapping, extra: Sequence[str] = ()) -> tuple[dict, list[str], int]:
+    """What 03's learning-rate search reads of its resolved parameters `p`: the parameters (no
+    protocol named: the paper's; augment 'auto' resolved as the shadows' is), the norms (`p`'s,
+    then `extra`) and the search's training-set size (n_train // 2, the shadows')."""
     p = {"protocol": "paper", **p, "augment": pool_units.augment_of(p)}
     norms = list(dict.fromkeys([*p.get("norms", ("bn", "none")), *extra]))
-    return norm_recipes(ds, p, norms, p["trainer"], n_train=p["n_train"] // 2, store=store)
+    return p, norms, p["n_train"] // 2
 
 
 def per_model(pools: Pools) -> dict:

@@ -163,17 +163,17 @@ def _fitted(result: TrainResult | None) -> bool:
     return result is not None and not result.censored
 
 
-def choose(
+def search_models(
     ds: Dataset,
     base: TrainConfig,
     norms: Sequence[str],
     search: Search,
     trainer: str = "auto",
     store=None,
-) -> NormRecipes:
-    """The fair protocol's recipes: every norm of `norms` trained at every learning rate of
-    `search.grid` on every search seed (cached units, LeNets packed; a diverged one fails its
-    grid point), the learning rate chosen by `lr_choice.choose_lr`, `base`'s fit rule kept."""
+) -> dict[tuple[str, float, int], TrainResult | None]:
+    """{(norm, lr, seed): its search model (None: diverged)}: every norm of `norms` trained at
+    every learning rate of `search.grid` on every search seed (cached units, LeNets packed),
+    `base`'s recipe otherwise, each record read at its last epoch only."""
     from . import units
 
     if base.fit_level is None:
@@ -182,13 +182,35 @@ def choose(
     keys = [(n, lr, s) for n in norms for lr in search.grid for s in search.seeds]
     jobs = [units.Job(splits[s], replace(base, norm=n, lr=lr, seed=s), None) for n, lr, s in keys]
     descs = [f"lr search {n} lr {lr:.3g} seed {s}" for n, lr, s in keys]
-    # a search model's record is read at its last epoch only (validation accuracy, fit, epochs)
     trained = units.trained_or_diverged(jobs, trainer, descs=descs, store=store, fit_only=True)
-    results = dict(zip(keys, trained))
+    return dict(zip(keys, trained))
+
+
+def search_table(
+    results: Mapping[tuple[str, float, int], TrainResult | None], norm: str, search: Search
+) -> tuple[list[list[float]], list[list[bool]]]:
+    """One norm's search as `choose_lr` reads it: (seeds, grid points) validation accuracies
+    (NaN: diverged) and whether each model reached its fit rule within the cap."""
+    acc = [[_val_acc(results[norm, lr, s]) for lr in search.grid] for s in search.seeds]
+    fit = [[_fitted(results[norm, lr, s]) for lr in search.grid] for s in search.seeds]
+    return acc, fit
+
+
+def choose(
+    ds: Dataset,
+    base: TrainConfig,
+    norms: Sequence[str],
+    search: Search,
+    trainer: str = "auto",
+    store=None,
+) -> NormRecipes:
+    """The fair protocol's recipes: every norm's search models (`search_models`; a diverged one
+    fails its grid point), the learning rate chosen by `lr_choice.choose_lr`, `base`'s fit rule
+    kept."""
+    results = search_models(ds, base, norms, search, trainer, store)
     choices, grid_epochs = [], []
     for n in norms:
-        acc = [[_val_acc(results[n, lr, s]) for lr in search.grid] for s in search.seeds]
-        fit = [[_fitted(results[n, lr, s]) for lr in search.grid] for s in search.seeds]
+        acc, fit = search_table(results, n, search)
         choices.append(choose_lr(search.grid, acc, base.arch, n, fitted=fit))
         epochs = [
             float(sum(results[n, lr, s].epochs for s in search.seeds) / len(search.seeds))
