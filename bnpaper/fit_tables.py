@@ -20,7 +20,9 @@ FIT_NOTE = (
     "(the rest hit the cap: censored). *test vs BN*: clean test accuracy minus BN's, in "
     "points, with its 95% t interval over the paired replicates in brackets (01: the seeds, "
     "each norm's final model; 03: the pools, each pool's mean over its shadow models) where "
-    "there are at least two. Each configuration's run time: the report's table of what it used."
+    "both norms hold the same two or more replicates, every value finite (03: every pool as "
+    "many shadows); else the difference of the means alone (03's rare row always). Each "
+    "configuration's run time: the report's table of what it used."
 )
 
 HEAD = (
@@ -76,10 +78,14 @@ def _final_test(res: dict, kind: str, norm: str) -> dict:
 
 def _pool_gap(pools: dict, mix: str, norm: str) -> str | None:
     """03's *test vs BN* over the paired pools (each pool's mean over its shadow models), when
-    every pool of both norms holds the same number of shadows (then the mean of the pools'
-    differences is the difference of the means over every shadow); else None."""
+    every pool of both norms holds the same number of shadows, each accuracy finite (then the
+    mean of the pools' differences is the difference of the means over every shadow); else
+    None."""
     a, b = pools.get(f"{mix}/{norm}", {}), pools.get(f"{mix}/bn", {})
-    if len({len(v) for v in [*a.values(), *b.values()]}) != 1:
+    every = [*a.values(), *b.values()]
+    if len({len(v) for v in every}) != 1 or not all(
+        x is not None and math.isfinite(x) for v in every for x in v
+    ):
         return None
     return _paired_points({k: _mean(v) for k, v in a.items()}, {k: _mean(v) for k, v in b.items()})
 

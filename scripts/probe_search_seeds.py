@@ -1,11 +1,12 @@
 """An exploratory probe, not a judged run: how well notebook 03's learning-rate search tells its
 grid rates apart, seed by seed. It trains 03's own search models (its cached units: the same keys
 as the notebook's) on more search seeds than the notebook uses, in groups of seeds that each train
-as one call (a group equal to the notebook's `lr_seeds` forms the notebook's own packs, so it gives
-the notebook's search again), and prints, per norm:
+as one call (a group equal to the notebook's `lr_seeds`, in the same order, forms the notebook's
+own packs, so it gives the notebook's search again), and prints, per norm:
 
-- each seed's validation accuracy at every grid rate, and which rate the rule of claims.yaml
-  (`settings.lr_selection`, `lr_choice.choose_lr`) picks from each group and from every seed;
+- each seed's validation accuracy at every grid rate (null: diverged), and which rate the rule of
+  claims.yaml (`settings.lr_selection`, `lr_choice.choose_lr`) picks from each group and from
+  every seed (null where every rate failed);
 - per grid rate, the mean over every seed and its paired difference to the rate the rule picks
   from every seed, in points, with a 95% t interval over the seeds (paired: a seed's models share
   their training subset and validation images).
@@ -57,29 +58,32 @@ def parse_groups(texts: list[str]) -> list[tuple[int, ...]]:
     return groups
 
 
-def _choice(grid, acc, fit) -> float:
-    return choose_lr(grid, acc, fitted=fit).lr
+def _choice(grid, acc, fit, norm: str) -> float | None:
+    """The rule's pick, or None where every grid rate failed (a diverged seed at each)."""
+    try:
+        return choose_lr(grid, acc, norm=norm, fitted=fit).lr
+    except ConfigError:
+        return None
 
 
-def norm_report(grid, groups, acc: dict, fit: dict) -> dict:
+def norm_report(grid, groups, acc: dict, fit: dict, norm: str = "") -> dict:
     """One norm's search, seed by seed: `acc` and `fit` {seed: per grid rate}."""
     seeds = [s for g in groups for s in g]
-    every = [acc[s] for s in seeds], [fit[s] for s in seeds]
-    best = _choice(grid, *every)
-    k = grid.index(best)
+    best = _choice(grid, [acc[s] for s in seeds], [fit[s] for s in seeds], norm)
+    k = None if best is None else grid.index(best)
     rates = []
     for i, lr in enumerate(grid):
         a = np.array([acc[s][i] for s in seeds])
-        row = {"lr": lr, "mean": round(float(np.mean(a)), 4)}
+        row = {"lr": lr, "mean": round(float(np.mean(a)), 4) if np.all(np.isfinite(a)) else None}
         row["fitted"] = f"{sum(fit[s][i] for s in seeds)} of {len(seeds)}"
-        if i != k and np.all(np.isfinite(a)):
+        if k is not None and i != k and np.all(np.isfinite(a)):
             d = t_paired_diff(a, [acc[s][k] for s in seeds])
             row["vs_chosen_points"] = d.fmt(digits=2, scale=100.0)
         rates.append(row)
     return {
         "per_seed": {s: [None if math.isnan(x) else round(x, 4) for x in acc[s]] for s in seeds},
         "chosen_per_group": {
-            ",".join(map(str, g)): _choice(grid, [acc[s] for s in g], [fit[s] for s in g])
+            ",".join(map(str, g)): _choice(grid, [acc[s] for s in g], [fit[s] for s in g], norm)
             for g in groups
         },
         "chosen_every_seed": best,
@@ -102,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
                 "allowed: a budget whose 03 runs the fair protocol"
             )
         q, norms, n_train = exposure.lira_search_params(p)
+        recipes.check_protocol(q)
         base = TrainConfig.from_params(q)
         search = recipes.Search.from_params(q, n_train)
         ds = load_dataset(p["dataset"])
@@ -121,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     out = {
         "notebook_lr_seeds": list(p["lr_seeds"]),
         "grid": grid,
-        "norms": {n: norm_report(grid, groups, acc[n], fit[n]) for n in norms},
+        "norms": {n: norm_report(grid, groups, acc[n], fit[n], n) for n in norms},
         "seconds": round(time.time() - start, 1),
     }
     print(json.dumps(out, indent=1, default=float), flush=True)

@@ -143,6 +143,49 @@ def test_the_gap_to_bn_carries_a_t_interval_over_the_paired_seeds_and_pools(tmp_
     assert gaps[3:] == ["-", "-3.0 [-28.4, +22.4]"]
 
 
+def test_a_norm_is_paired_with_its_own_seeds_only(tmp_path):
+    forced = _forced()
+    del forced["epochs_used"]["flip"]["none x2"]
+    forced["histories"] = {
+        "flip/bn/0": {"test_acc": [0.80]},
+        "flip/bn/1": {"test_acc": [0.82]},
+        "flip/none/0": {"test_acc": [0.78]},
+        "flip/none/1": {"test_acc": [0.79]},
+        # the lr curve's BN at another rate: a norm of its own, never mixed into "bn"
+        "flip/bn lr 0.5/0": {"test_acc": [0.10]},
+        "flip/bn lr 0.5/1": {"test_acc": [0.10]},
+    }
+    _write(tmp_path, "01_forced_memorization", "fashion_mnist.full.arch=resnet20", forced)
+    rows = fit_tables.fit_table(tmp_path).splitlines()[2:]
+    gaps = [[c.strip() for c in r.strip("|").split("|")][-1] for r in rows]
+    # -2 and -3 points: mean -2.5, sd 0.707, t(0.975, 1) = 12.71, half 6.35
+    assert gaps == ["-", "-2.5 [-8.9, +3.9]"]
+
+
+def test_a_non_finite_accuracy_gives_no_interval(tmp_path):
+    forced = _forced()
+    finals = {"bn": [0.80, 0.80], "none": [0.774, float("nan")], "none x2": [0.75, 0.75]}
+    forced["histories"] = {
+        f"flip/{norm}/{seed}": {"test_acc": [acc]}
+        for norm, accs in finals.items()
+        for seed, acc in enumerate(accs)
+    }
+    lira = _lira()
+    lira["per_model"] = {
+        "0.05/0/bn": {"test_acc": [0.80, 0.82]},
+        "0.05/1/bn": {"test_acc": [0.84, 0.86]},
+        "0.05/0/none": {"test_acc": [0.79, float("nan")]},
+        "0.05/1/none": {"test_acc": [0.79, 0.81]},
+    }
+    _write(tmp_path, "01_forced_memorization", "fashion_mnist.full.arch=resnet20", forced)
+    _write(tmp_path, "03_lira", "fashion_mnist", lira)
+    rows = fit_tables.fit_table(tmp_path).splitlines()[2:]
+    gaps = [[c.strip() for c in r.strip("|").split("|")][-1] for r in rows]
+    # no interval where a value is NaN: the difference of the means (01's epochs_used; 03's
+    # finite shadows, 0.797 against 0.83); the x2 arm's seeds are all finite (no spread)
+    assert gaps == ["-", "-2.6", "-5.0 [-5.0, -5.0]", "-", "-3.3"]
+
+
 def test_without_paired_replicates_the_gap_is_the_difference_of_the_means(tmp_path):
     forced = _forced()
     forced["histories"] = {"flip/bn/0": {"test_acc": [0.8]}, "flip/none/1": {"test_acc": [0.7]}}

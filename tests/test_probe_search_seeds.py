@@ -44,3 +44,18 @@ def test_each_group_chooses_by_the_rule_and_the_gaps_are_paired_over_every_seed(
     assert rates[0.0158]["vs_chosen_points"] == "-2.50 [-8.93, +3.93]"
     # 0.005: -2, -2, -6, -6: mean -4, sd 2.309, half 3.182 * 2.309 / 2 = 3.674
     assert rates[0.005]["vs_chosen_points"] == "-4.00 [-7.67, -0.33]"
+
+
+def test_a_diverged_seed_fails_its_rate_and_a_group_where_every_rate_failed_picks_none():
+    nan = float("nan")
+    acc = {
+        0: [0.80, 0.83, nan, 0.81, nan],
+        1: [nan, nan, 0.82, nan, nan],  # every rate failed on seed 1 (with seed 0's NaNs)
+        2: [0.80, 0.84, 0.82, 0.81, 0.78],
+    }
+    fit = {s: [True] * 5 for s in acc}
+    out = probe.norm_report(GRID, [(0, 1), (2,)], acc, fit, "bn")
+    assert out["chosen_per_group"] == {"0,1": None, "2": 0.0158}
+    assert out["chosen_every_seed"] is None  # no rate trained on every seed
+    assert out["per_seed"][1] == [None, None, 0.82, None, None]
+    assert all(r["mean"] is None and "vs_chosen_points" not in r for r in out["rates"])
