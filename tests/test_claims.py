@@ -93,6 +93,24 @@ def test_accuracy_confound_turns_reproduced_into_inconclusive_and_says_why():
     assert "higher than the compared model's by 0.200 > 0.05" in bad["magnitude"]
 
 
+def test_a_failing_bn_vs_other_row_where_bn_learned_less_reads_inconclusive():
+    # BN 0.671 against no-BN 0.759 on the clean test set: fewer flips memorized proves nothing
+    low = E(-0.443, -0.762, -0.125)
+    ok = claims.judge("01.final.flip", low, acc_gap=-0.05)
+    bad = claims.judge("01.final.flip", low, acc_gap=-0.088)
+    assert ok["verdict"] == "not reproduced" and bad["verdict"] == "inconclusive"
+    assert "lower than the compared model's by 0.088 > 0.05" in bad["magnitude"]
+    # a passing test is left to the rule above (BN less accurate and memorizing more is evidence)
+    assert claims.judge("01.final.flip", E(0.3, 0.2, 0.4), acc_gap=-0.088)["verdict"] == "reproduced"
+    # an exploratory question: "not supported" is guarded the same way
+    def ctrl(gap):
+        return claims.judge(
+            "01.control.gn", low, acc_gap=gap, compared=("gn", "none"), subset="the flips"
+        )["verdict"]
+
+    assert ctrl(-0.01) == "not supported" and ctrl(-0.2) == "inconclusive"
+
+
 @pytest.mark.parametrize("est", [E(-0.2, -0.3, -0.1), E(0.3, 0.2, 0.4)])
 def test_a_compared_model_that_did_not_learn_makes_a_bn_vs_other_row_inconclusive_either_way(est):
     # the matrix's no-BN ResNet-20: 0.15 on 10 classes against BN's 0.72 (floor 0.1 + 0.25 * 0.62)
