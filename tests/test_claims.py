@@ -101,7 +101,10 @@ def test_a_failing_bn_vs_other_row_where_bn_learned_less_reads_inconclusive():
     assert ok["verdict"] == "not reproduced" and bad["verdict"] == "inconclusive"
     assert "lower than the compared model's by 0.088 > 0.05" in bad["magnitude"]
     # a passing test is left to the rule above (BN less accurate and memorizing more is evidence)
-    assert claims.judge("01.final.flip", E(0.3, 0.2, 0.4), acc_gap=-0.088)["verdict"] == "reproduced"
+    assert (
+        claims.judge("01.final.flip", E(0.3, 0.2, 0.4), acc_gap=-0.088)["verdict"] == "reproduced"
+    )
+
     # an exploratory question: "not supported" is guarded the same way
     def ctrl(gap):
         return claims.judge(
