@@ -386,14 +386,13 @@ def _confounded(
                 "either way"
             )
             return "inconclusive", _joined(note, why)
-    low_acc = acc_gap is not None and acc_gap < -tol - _ROUNDING
-    if conf == "bn_vs_other" and fails(verdict) and low_acc:
-        # the mirror of the rule below: BN leaking less because it learned less proves nothing
-        why = (
-            f"its clean test accuracy is lower than the compared model's by {-acc_gap:.3f} > "
-            f"{tol:g}; a model that learned less proves nothing either way"
-        )
-        return "inconclusive", _joined(note, why)
+        if fails(verdict) and acc_gap is not None and acc_gap < -tol - _ROUNDING:
+            # the mirror of the rule below: BN leaking less because it learned less proves nothing
+            why = (
+                f"its clean test accuracy is lower than the compared model's by {-acc_gap:.3f} "
+                f"> {tol:g}; a model that learned less proves nothing either way"
+            )
+            return "inconclusive", _joined(note, why)
     if conf and verdict == "reproduced" and acc_gap is not None and acc_gap > tol + _ROUNDING:
         if conf == "bn_vs_other":
             what = "its clean test accuracy is higher than the compared model's by"
