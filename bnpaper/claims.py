@@ -18,7 +18,7 @@ import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import yaml
 
@@ -357,6 +357,24 @@ def matched_fit(
     return "inconclusive", _joined(note, why_text)
 
 
+def unfit_note(unfitted: Any, compared: Sequence[str], fit_level: Any) -> str:
+    """Why a 'bn_vs_other' row of the fair protocol reads inconclusive when a compared model
+    did not fit: `unfitted` {name: runs that ended below the fit level, at the epoch cap}
+    (None: the row does not know, as under the paper's protocol, where no model trains to
+    fit); '' when every run of the `compared` models fitted. Read at the end of training or
+    over it, a model short of its fit proves nothing either way (2026-12-07, claims.yaml)."""
+    if not isinstance(unfitted, Mapping):
+        return ""
+    short = {n: int(unfitted[n]) for n in compared if unfitted.get(n)}
+    if not short:
+        return ""
+    names = ", ".join(f"{n} {k} run(s)" for n, k in short.items())
+    return (
+        f"not every compared model fitted ({names} ended below the {fit_level} fit level at "
+        "the epoch cap); under the fair protocol a model short of fit proves nothing either way"
+    )
+
+
 def _confounded(
     c: dict, verdict: str, note: str, section: str, acc_gap: float | None, compared, fields, fit
 ) -> tuple[str, str]:
@@ -385,6 +403,9 @@ def _confounded(
                 f"model's accuracy above chance, floor {floor:.3f}); it carries no evidence "
                 "either way"
             )
+            return "inconclusive", _joined(note, why)
+        why = unfit_note(fields.get("unfitted"), compared, fields.get("fit_level"))
+        if why:
             return "inconclusive", _joined(note, why)
         if fails(verdict) and acc_gap is not None and acc_gap < -tol - _ROUNDING:
             # the mirror of the rule below: BN leaking less because it learned less proves nothing
@@ -564,4 +585,41 @@ def recorrected(row: Mapping, alpha: float = ALPHA) -> dict:
         out.update(verdict="inconclusive", magnitude=_joined(*kept, why, again))
     else:
         out.update(verdict=VERDICTS[kind][0], magnitude=_joined(*kept, again))
+    return out
+
+
+REFITTED_NOTE = "the fit rule of 2026-12-07 read on the row as stored"
+
+
+def refitted(row: Mapping, results: Mapping) -> dict:
+    """A stored row of notebook 01 judged before the fit rule of 2026-12-07 (`unfit_note`: it
+    has no `unfitted` field) read again with it, from its `results` (the results.json it was
+    stored in): under the fair protocol (`params.protocol`), a 'bn_vs_other' row whose compared
+    models (a control row: the control and no-BN; else BN and no-BN) have runs that ended below
+    the fit level (`epochs_used`: {corruption: {norm: {'fitted', 'runs'}}}) reads
+    inconclusive, its note saying so and that the rule was applied to the stored row. Every
+    other row, and a row whose case `epochs_used` lacks, comes back unchanged."""
+    out = dict(row)
+    params = results.get("params") or {}
+    rid = str(row.get("id", ""))
+    if "unfitted" in row or params.get("protocol") != "fair" or not rid.startswith("01."):
+        return out
+    try:
+        if claim(rid).get("confound") != "bn_vs_other":
+            return out
+    except KeyError:  # a claim since renamed or removed: shown as stored
+        return out
+    ctrl = rid.removeprefix("01.control.") if rid.startswith("01.control.") else "bn"
+    compared = (ctrl, "none")
+    used = (results.get("epochs_used") or {}).get(row.get("corruption")) or {}
+    if not all(isinstance(used.get(n), Mapping) for n in compared):
+        return out
+    unfitted = {n: int(used[n]["runs"]) - int(used[n]["fitted"]) for n in compared}
+    fit_level = params.get("fit_level")
+    level = f"{fit_level:.0%}" if isinstance(fit_level, (int, float)) else fit_level
+    why = unfit_note(unfitted, compared, level)
+    if not why:
+        return out
+    note = _joined(str(row.get("magnitude") or ""), why, REFITTED_NOTE)
+    out.update(verdict="inconclusive", magnitude=note)
     return out

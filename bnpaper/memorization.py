@@ -121,6 +121,12 @@ class Runs:
         """Final clean test accuracy per norm, mean over seeds."""
         return {n: float(self.curves(corr, n, "test_acc")[:, -1].mean()) for n in norms}
 
+    def unfitted(self, corr: str, norm: str, fit_level: float) -> int:
+        """How many seeds' models ended below `fit_level` clean training accuracy (at the
+        epoch cap: a model of the fair protocol stops once it reaches it)."""
+        last = np.array([self.histories[corr, norm, s]["clean_acc"][-1] for s in self.seeds])
+        return int((last < fit_level).sum())
+
     def level_epochs(self, corr: str, norm: str, level: float) -> np.ndarray:
         """(seeds,) epochs (interpolated) to reach `level` clean training accuracy."""
         return np.array(
@@ -162,14 +168,20 @@ class Runs:
 
 
 def verdict_rows(
-    runs: Runs, corruptions: Sequence[str], norms: Sequence[str], level: float, **common
+    runs: Runs,
+    corruptions: Sequence[str],
+    norms: Sequence[str],
+    level: float,
+    fit_level: float | None = None,
+    **common,
 ) -> list[Verdict]:
     """Every verdict row of notebook 01, each a paired difference over seeds (`claims.judge`):
     first the typical samples over all corruptions (`typical_rows`), then each corruption's
-    memorization rows (`corruption_rows`). `common` (dataset, budget) goes into every row."""
+    memorization rows (`corruption_rows`; `fit_level`: the fair protocol's, None under the
+    paper's). `common` (dataset, budget) goes into every row."""
     rows = typical_rows(runs, corruptions, norms, level, **common)
     for corr in corruptions:
-        rows += corruption_rows(runs, corr, norms, level, **common)
+        rows += corruption_rows(runs, corr, norms, level, fit_level, **common)
     return rows
 
 
@@ -214,14 +226,24 @@ def typical_rows(
 
 
 def corruption_rows(
-    runs: Runs, corr: str, norms: Sequence[str], level: float, **common
+    runs: Runs,
+    corr: str,
+    norms: Sequence[str],
+    level: float,
+    fit_level: float | None = None,
+    **common,
 ) -> list[Verdict]:
     """One corruption's rows, BN minus no-BN: final memorization, memorization over training,
     (flip, ood) the corrupted samples' loss over training (no-BN minus BN); memorization at
     `level` clean training accuracy (the cost of learning fast); every control in `norms` minus
-    no-BN in final memorization."""
+    no-BN in final memorization. Under the fair protocol (`fit_level` given) each row carries
+    how many runs per norm ended below it (`unfitted`): a compared model with such runs makes
+    the row inconclusive (`claims.unfit_note`)."""
     acc = runs.test_acc(corr, norms)
     kw = dict(clean_test_acc=acc, corruption=corr, subset=SUBSET[corr], **common)
+    if fit_level is not None:
+        kw["unfitted"] = {n: runs.unfitted(corr, n, fit_level) for n in norms}
+        kw["fit_level"] = f"{fit_level:.0%}"
     gap = acc["bn"] - acc["none"]
     what = (
         "memorization (train minus held-out accuracy of the rare class)"

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .claims import kind_of, recorrected, stored_before_families, worded
+from .claims import kind_of, recorrected, refitted, stored_before_families, worded
 from .config import NOTEBOOKS, repo_root
 
 
@@ -30,7 +30,8 @@ def collect(
     """(notebook, folder label, results) for the results.json below `root`/results (default: the
     repository's committed results): the reference configurations, or with
     `every_configuration` every committed configuration (results/<nb>/<label>/). Each claim
-    row comes corrected at its family's size declared today (`claims.recorrected`)."""
+    row comes corrected at its family's size declared today (`claims.recorrected`) and, if it
+    was stored before the fit rule of 2026-12-07, read with it (`claims.refitted`)."""
     root = root or repo_root()
     found = []
     for nb in NOTEBOOKS:
@@ -42,7 +43,7 @@ def collect(
                 continue
             res = json.loads(path.read_text())
             if "claims" in res:
-                res["claims"] = [recorrected(c) for c in res["claims"]]
+                res["claims"] = [refitted(recorrected(c), res) for c in res["claims"]]
             found.append((nb, label, res))
     return found
 

@@ -347,12 +347,14 @@ if protocol == "fair":
 # OOD images, the corrupted samples' loss over training (no-BN minus BN); memorization when each
 # model reaches `clean_level` (Figure 6, bottom); each control minus no-BN (Figure 7). Under the
 # fair protocol these are secondary rows, read over the epoch cap with each model held at its
-# stop; under `protocol="paper"` they are the only ones.
+# stop, and a compared model with a run that ended below `fit_level` makes its row
+# *inconclusive*; under `protocol="paper"` they are the only ones.
 
 # %%
 reading = "the paper's protocol" if protocol == "paper" else "secondary: over the epoch cap"
+over_cap = dict(dataset=dataset, budget=budget, reading=reading)
 rows += memorization.verdict_rows(
-    runs, corruption, norms, clean_level, dataset=dataset, budget=budget, reading=reading
+    runs, corruption, norms, clean_level, chosen.base.fit_level, **over_cap
 )
 rows = claims.correct(rows)  # each row within its verdict family (claims.yaml `families:`)
 

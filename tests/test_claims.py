@@ -574,3 +574,65 @@ def test_the_claims_file_refuses_a_claim_outside_exactly_one_well_formed_family(
     )
     with pytest.raises(claims.ConfigError, match=error):
         claims._load(str(path))
+
+
+@pytest.mark.parametrize("est", [E(-0.35, -0.5, -0.2), E(0.3, 0.2, 0.4)])
+def test_a_fair_row_whose_compared_model_has_unfitted_runs_reads_inconclusive_either_way(est):
+    # the uncommitted six-seed run without seed 5: BN 3 of 5 runs at the epoch cap unfitted
+    unfitted = {"bn": 3, "none": 0, "gn": 1}
+    row = claims.judge(
+        "01.final.flip", est, acc_gap=0.02, unfitted=unfitted, fit_level="99%", subset="flips"
+    )
+    assert row["verdict"] == "inconclusive"
+    assert "bn 3 run(s) ended below the 99% fit level" in row["magnitude"]
+    assert "gn" not in row["magnitude"]  # only the compared models are named
+    # every compared run fitted: the test decides (a control that did not fit is not compared)
+    fitted = claims.judge(
+        "01.final.flip", est, acc_gap=0.02, unfitted={"bn": 0, "none": 0, "gn": 1}, fit_level="99%"
+    )
+    assert fitted["verdict"] == claims.judge("01.final.flip", est, acc_gap=0.02)["verdict"]
+    assert fitted["verdict"] != "inconclusive"
+    # a control row checks the control and no-BN
+    ctrl = claims.judge(
+        "01.control.gn",
+        est,
+        acc_gap=0.0,
+        compared=("gn", "none"),
+        unfitted={"bn": 0, "none": 0, "gn": 1},
+        fit_level="99%",
+        subset="flips",
+    )
+    assert ctrl["verdict"] == "inconclusive" and "gn 1 run(s)" in ctrl["magnitude"]
+
+
+def _stored(rid="01.speed.flip", verdict="not reproduced", **extra):
+    row = {"id": rid, "verdict": verdict, "magnitude": "", "corruption": "flip", "kind": "paper"}
+    return {**row, **extra}
+
+
+def _results(protocol="fair", bn_fitted=2):
+    used = {"flip": {n: {"fitted": f, "runs": 3} for n, f in (("bn", bn_fitted), ("none", 3))}}
+    used["flip"]["gn"] = {"fitted": 3, "runs": 3}
+    return {"params": {"protocol": protocol, "fit_level": 0.99}, "epochs_used": used}
+
+
+def test_refitted_reads_a_stored_fair_row_with_the_fit_rule_and_leaves_every_other_row():
+    # DenseNet's committed 01.speed.flip: BN fitted 2 of 3 runs, stored "not reproduced"
+    row = claims.refitted(_stored(), _results())
+    assert row["verdict"] == "inconclusive"
+    assert "bn 1 run(s) ended below the 99% fit level" in row["magnitude"]
+    assert claims.REFITTED_NOTE in row["magnitude"]
+    unchanged = [
+        (_stored(), _results(bn_fitted=3)),  # every run fitted
+        (_stored(), _results(protocol="paper")),  # no model trains to fit
+        (_stored(unfitted={"bn": 1}), _results()),  # judged with the rule already
+        (_stored("01.fit.flip"), _results()),  # a matched-fit row has its own rule
+        (_stored("01.control.gn", "not supported"), _results()),  # gn and no-BN both fitted
+        (_stored(corruption="ood"), _results()),  # a case the results do not have
+    ]
+    for stored, res in unchanged:
+        assert claims.refitted(stored, res) == stored
+    ctrl = _results()
+    ctrl["epochs_used"]["flip"]["gn"]["fitted"] = 2
+    row = claims.refitted(_stored("01.control.gn", "not supported"), ctrl)
+    assert row["verdict"] == "inconclusive" and "gn 1 run(s)" in row["magnitude"]

@@ -151,3 +151,27 @@ def test_the_table_has_a_row_per_model_and_says_never_for_a_level_not_reached():
     assert "epochs to 80% clean train acc." in head
     assert flip.startswith("| flip | BN | 0.5 / 0.5 | 0.500 | 0.500 | 0.500 |")
     assert "| 0.5 / never |" in ood and "| n/a |" in ood
+
+
+def test_under_the_fair_protocol_rows_over_the_cap_say_which_runs_ended_unfitted():
+    # BN reaches 0.9997 clean training accuracy by epoch 4; no-BN seed 0 stops at 0.878
+    seeds = (0, 1, 2)
+    runs = {
+        ("flip", n, s): _history(0.5 if (n, s) == ("none", 0) else 2.0, m + 0.01 * s)
+        for s in seeds
+        for n, m in (("bn", 0.6), ("none", 0.2))
+    }
+    histories = M.Runs(runs, seeds)
+    assert histories.unfitted("flip", "none", 0.99) == 1
+    assert histories.unfitted("flip", "bn", 0.99) == 0
+    assert histories.unfitted("flip", "none", 0.85) == 0  # 0.878 is past a lower level
+    paper = {r.id: r for r in M.verdict_rows(histories, ["flip"], ["bn", "none"], 0.8)}
+    fair = {r.id: r for r in M.verdict_rows(histories, ["flip"], ["bn", "none"], 0.8, 0.99)}
+    assert paper["01.final.flip"].verdict == "reproduced"  # 0.4 on every seed
+    for rid in ("01.final.flip", "01.speed.flip", "01.loss.flip"):
+        assert fair[rid].verdict == "inconclusive"
+        assert "none 1 run(s) ended below the 99% fit level" in fair[rid].magnitude
+        assert fair[rid].measured == paper[rid].measured  # the same numbers, read with the rule
+    # a reading at a clean training level needs no fit: it keeps its verdict
+    assert fair["01.typical.cost"].verdict == paper["01.typical.cost"].verdict
+    assert "unfitted" not in paper["01.final.flip"].fields
