@@ -357,21 +357,27 @@ def matched_fit(
     return "inconclusive", _joined(note, why_text)
 
 
-def unfit_note(unfitted: Any, compared: Sequence[str], fit_level: Any) -> str:
-    """Why a 'bn_vs_other' row of the fair protocol reads inconclusive when a compared model
-    did not fit: `unfitted` {name: runs that ended below the fit level, at the epoch cap}
-    (None: the row does not know, as under the paper's protocol, where no model trains to
-    fit); '' when every run of the `compared` models fitted. Read at the end of training or
-    over it, a model short of its fit proves nothing either way (2026-12-07, claims.yaml)."""
-    if not isinstance(unfitted, Mapping):
+def fit_gap_note(train_accs: Any, compared: Sequence[str], fit_level: Any) -> str:
+    """Why a 'bn_vs_other' row of the fair protocol (`fit_level` given; None under the paper's
+    protocol, where no model trains to fit) reads inconclusive when its compared models ended
+    training at different fits: `train_accs` {name: final clean training accuracy, mean over
+    seeds} differ by more than `settings.train_acc_tolerance`, the tolerance of a reading at
+    matched fit; '' otherwise, or when the row lacks them. Read at the end of training or over
+    it, a model short of the other's fit proves nothing either way (2026-12-07, claims.yaml)."""
+    if fit_level is None or not isinstance(train_accs, Mapping):
         return ""
-    short = {n: int(unfitted[n]) for n in compared if unfitted.get(n)}
-    if not short:
+    if not all(isinstance(train_accs.get(n), (int, float)) for n in compared[:2]):
         return ""
-    names = ", ".join(f"{n} {k} run(s)" for n, k in short.items())
+    a, b = compared[:2]
+    gap = float(train_accs[a]) - float(train_accs[b])
+    tol = matched_fit_tolerances()["train_acc"]
+    if abs(gap) <= tol + _ROUNDING:
+        return ""
     return (
-        f"not every compared model fitted ({names} ended below the {fit_level} fit level at "
-        "the epoch cap); under the fair protocol a model short of fit proves nothing either way"
+        f"the models ended training at different fits (clean training accuracy {a} minus {b} "
+        f"{gap:+.3f}, by {abs(gap) - tol:.2g} more than the {tol:g} tolerance of matched fit; "
+        f"fit level {fit_level}); under the fair protocol a model short of the other's fit proves "
+        "nothing either way"
     )
 
 
@@ -404,7 +410,7 @@ def _confounded(
                 "either way"
             )
             return "inconclusive", _joined(note, why)
-        why = unfit_note(fields.get("unfitted"), compared, fields.get("fit_level"))
+        why = fit_gap_note(fields.get("clean_train_acc"), compared, fields.get("fit_level"))
         if why:
             return "inconclusive", _joined(note, why)
         if fails(verdict) and acc_gap is not None and acc_gap < -tol - _ROUNDING:
@@ -592,17 +598,18 @@ REFITTED_NOTE = "the fit rule of 2026-12-07 read on the row as stored"
 
 
 def refitted(row: Mapping, results: Mapping) -> dict:
-    """A stored row of notebook 01 judged before the fit rule of 2026-12-07 (`unfit_note`: it
-    has no `unfitted` field) read again with it, from its `results` (the results.json it was
-    stored in): under the fair protocol (`params.protocol`), a 'bn_vs_other' row whose compared
-    models (a control row: the control and no-BN; else BN and no-BN) have runs that ended below
-    the fit level (`epochs_used`: {corruption: {norm: {'fitted', 'runs'}}}) reads
-    inconclusive, its note saying so and that the rule was applied to the stored row. Every
-    other row, and a row whose case `epochs_used` lacks, comes back unchanged."""
+    """A stored row of notebook 01 judged before the fit rule of 2026-12-07 (`fit_gap_note`:
+    it has no `fit_level` field) read again with it, from its `results` (the results.json it
+    was stored in): under the fair protocol (`params.protocol`), a 'bn_vs_other' row whose
+    compared models (a control row: the control and no-BN; else BN and no-BN) ended training
+    more than the matched-fit tolerance apart in clean training accuracy (`epochs_used`:
+    {corruption: {norm: {'train_acc', ...}}}) reads inconclusive, its note saying so and that
+    the rule was applied to the stored row. Every other row, and a row whose case
+    `epochs_used` lacks, comes back unchanged."""
     out = dict(row)
     params = results.get("params") or {}
     rid = str(row.get("id", ""))
-    if "unfitted" in row or params.get("protocol") != "fair" or not rid.startswith("01."):
+    if "fit_level" in row or params.get("protocol") != "fair" or not rid.startswith("01."):
         return out
     try:
         if claim(rid).get("confound") != "bn_vs_other":
@@ -610,14 +617,11 @@ def refitted(row: Mapping, results: Mapping) -> dict:
     except KeyError:  # a claim since renamed or removed: shown as stored
         return out
     ctrl = rid.removeprefix("01.control.") if rid.startswith("01.control.") else "bn"
-    compared = (ctrl, "none")
     used = (results.get("epochs_used") or {}).get(row.get("corruption")) or {}
-    if not all(isinstance(used.get(n), Mapping) for n in compared):
-        return out
-    unfitted = {n: int(used[n]["runs"]) - int(used[n]["fitted"]) for n in compared}
+    accs = {n: (used.get(n) or {}).get("train_acc") for n in (ctrl, "none")}
     fit_level = params.get("fit_level")
     level = f"{fit_level:.0%}" if isinstance(fit_level, (int, float)) else fit_level
-    why = unfit_note(unfitted, compared, level)
+    why = fit_gap_note(accs, (ctrl, "none"), level)
     if not why:
         return out
     note = _joined(str(row.get("magnitude") or ""), why, REFITTED_NOTE)

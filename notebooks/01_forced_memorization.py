@@ -347,8 +347,8 @@ if protocol == "fair":
 # OOD images, the corrupted samples' loss over training (no-BN minus BN); memorization when each
 # model reaches `clean_level` (Figure 6, bottom); each control minus no-BN (Figure 7). Under the
 # fair protocol these are secondary rows, read over the epoch cap with each model held at its
-# stop, and a compared model with a run that ended below `fit_level` makes its row
-# *inconclusive*; under `protocol="paper"` they are the only ones.
+# stop, and compared models whose final clean training accuracies differ by more than the
+# matched-fit tolerance make a row *inconclusive*; under `protocol="paper"` they are the only ones.
 
 # %%
 reading = "the paper's protocol" if protocol == "paper" else "secondary: over the epoch cap"

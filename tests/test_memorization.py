@@ -153,8 +153,9 @@ def test_the_table_has_a_row_per_model_and_says_never_for_a_level_not_reached():
     assert "| 0.5 / never |" in ood and "| n/a |" in ood
 
 
-def test_under_the_fair_protocol_rows_over_the_cap_say_which_runs_ended_unfitted():
-    # BN reaches 0.9997 clean training accuracy by epoch 4; no-BN seed 0 stops at 0.878
+def test_under_the_fair_protocol_rows_over_the_cap_need_the_models_at_matched_fit():
+    # BN reaches 0.9997 clean training accuracy by epoch 4 on every seed; no-BN seed 0 stops at
+    # 0.878 (mean 0.963): 3.7 points apart, past the 1-point tolerance
     seeds = (0, 1, 2)
     runs = {
         ("flip", n, s): _history(0.5 if (n, s) == ("none", 0) else 2.0, m + 0.01 * s)
@@ -162,16 +163,17 @@ def test_under_the_fair_protocol_rows_over_the_cap_say_which_runs_ended_unfitted
         for n, m in (("bn", 0.6), ("none", 0.2))
     }
     histories = M.Runs(runs, seeds)
-    assert histories.unfitted("flip", "none", 0.99) == 1
-    assert histories.unfitted("flip", "bn", 0.99) == 0
-    assert histories.unfitted("flip", "none", 0.85) == 0  # 0.878 is past a lower level
     paper = {r.id: r for r in M.verdict_rows(histories, ["flip"], ["bn", "none"], 0.8)}
     fair = {r.id: r for r in M.verdict_rows(histories, ["flip"], ["bn", "none"], 0.8, 0.99)}
     assert paper["01.final.flip"].verdict == "reproduced"  # 0.4 on every seed
+    bn_fit = 1 - 0.9 * math.exp(-2.0 * 4)  # _history's clean accuracy at epoch 4
+    none_fit = np.mean([1 - 0.9 * math.exp(-0.5 * 4), bn_fit, bn_fit])
+    gap = bn_fit - none_fit
     for rid in ("01.final.flip", "01.speed.flip", "01.loss.flip"):
         assert fair[rid].verdict == "inconclusive"
-        assert "none 1 run(s) ended below the 99% fit level" in fair[rid].magnitude
+        assert f"bn minus none {gap:+.3f}" in fair[rid].magnitude
+        assert fair[rid].fields["clean_train_acc"]["none"] == pytest.approx(none_fit)
         assert fair[rid].measured == paper[rid].measured  # the same numbers, read with the rule
     # a reading at a clean training level needs no fit: it keeps its verdict
     assert fair["01.typical.cost"].verdict == paper["01.typical.cost"].verdict
-    assert "unfitted" not in paper["01.final.flip"].fields
+    assert "fit_level" not in paper["01.final.flip"].fields
