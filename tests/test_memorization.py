@@ -155,7 +155,7 @@ def test_the_table_has_a_row_per_model_and_says_never_for_a_level_not_reached():
 
 def test_under_the_fair_protocol_rows_over_the_cap_need_the_models_at_matched_fit():
     # BN reaches 0.9997 clean training accuracy by epoch 4 on every seed; no-BN seed 0 stops at
-    # 0.878 (mean 0.963): 3.7 points apart, past the 1-point tolerance
+    # 0.878 (mean 0.959): 4.0 points apart, past the 1-point tolerance
     seeds = (0, 1, 2)
     runs = {
         ("flip", n, s): _history(0.5 if (n, s) == ("none", 0) else 2.0, m + 0.01 * s)
@@ -174,6 +174,7 @@ def test_under_the_fair_protocol_rows_over_the_cap_need_the_models_at_matched_fi
         assert f"bn minus none {gap:+.3f}" in fair[rid].magnitude
         assert fair[rid].fields["clean_train_acc"]["none"] == pytest.approx(none_fit)
         assert fair[rid].measured == paper[rid].measured  # the same numbers, read with the rule
-    # a reading at a clean training level needs no fit: it keeps its verdict
-    assert fair["01.typical.cost"].verdict == paper["01.typical.cost"].verdict
+    # a reading at a clean training level needs no fit: the rule leaves it alone
+    assert fair["01.typical.cost"].magnitude == paper["01.typical.cost"].magnitude
+    assert "different fits" not in fair["01.typical.cost"].magnitude
     assert "fit_level" not in paper["01.final.flip"].fields
