@@ -366,9 +366,9 @@ def fit_gap_note(train_accs: Any, compared: Sequence[str], fit_level: Any) -> st
     it, a model short of the other's fit proves nothing either way (2026-12-07, claims.yaml)."""
     if fit_level is None or not isinstance(train_accs, Mapping):
         return ""
-    if not all(isinstance(train_accs.get(n), (int, float)) for n in compared[:2]):
+    a, b = compared
+    if not all(isinstance(train_accs.get(n), (int, float)) for n in (a, b)):
         return ""
-    a, b = compared[:2]
     gap = float(train_accs[a]) - float(train_accs[b])
     tol = matched_fit_tolerances()["train_acc"]
     if abs(gap) <= tol + _ROUNDING:
