@@ -283,8 +283,9 @@ class Verdict:
 
     def line(self) -> str:
         """The row as one line of text: claim, paper, estimate with its interval and unit,
-        verdict with its note, and the clean training (where the row has them: a reading at
-        matched fit) and test accuracies it was read beside."""
+        verdict with its note, and the clean training and test accuracies it was read beside
+        (where the row has them: a reading at matched fit, or under the fair protocol a row
+        over the epoch cap, at the end of training)."""
         unit = str(self.fields.get("unit", "")).split(";")[0]
         if math.isfinite(self.measured) and math.isfinite(self.lo) and math.isfinite(self.hi):
             est = f"{_num(self.measured)} [{_num(self.lo)}, {_num(self.hi)}]"

@@ -142,6 +142,7 @@ DECLARATIONS: dict[str, dict[str, Rule]] = {
         "fit_levels": number_list(0.0, 1.0, lo_open=True),  # each at most fit_level: _cross_01
         "effective_lr": number_list(0.0, 100.0, min_len=0, lo_open=True),
         "lr_curve": choice_list(("flip", "ood", "rare"), min_len=0),  # within corruption: _cross_01
+        "wd_grid": number_list(0.0, 1.0, min_len=0),  # rule: lr_choice.check_wd_grid (_cross_fair)
     },
     "02_gradient_dynamics": {
         **_DATA,
@@ -311,12 +312,21 @@ def _val_fits(p: dict, used: int, used_name: str, what: str) -> None:
 def _cross_fair(p: dict, search_n: int | None = None, search_name: str = "n_train") -> None:
     """The fair protocol's search: a grid by claims.yaml's rule (`lr_choice.check_grid`), the
     matched-fit `fit_levels` (where declared) at most `fit_level`, and validation images that
-    leave the search's subsets (`search_n` images, default n_train) room."""
+    leave the search's subsets (`search_n` images, default n_train) room; a `wd_grid` (where
+    declared) only with it, by `lr_choice.check_wd_grid`."""
+    require(
+        not p.get("wd_grid") or p.get("protocol") == "fair",
+        f"wd_grid={p.get('wd_grid')!r} with protocol={p.get('protocol')!r}; allowed: [] (the "
+        "paper's protocol searches nothing: every norm trains with weight_decay) or "
+        "protocol='fair'",
+    )
     if "protocol" not in p or p["protocol"] != "fair":
         return
-    from .lr_choice import check_grid
+    from .lr_choice import check_grid, check_wd_grid
 
     check_grid("lr_grid", p["lr_grid"])
+    if p.get("wd_grid"):
+        check_wd_grid("wd_grid", p["wd_grid"], p["weight_decay"])
     levels = p.get("fit_levels", [])  # none where a notebook declares none (05)
     high = [x for x in levels if x > p["fit_level"]]
     require(

@@ -6,6 +6,8 @@ and is scored on held-out validation images; `choose_lr` applies the rule writte
 claims.yaml (`settings.lr_selection`): the largest mean validation accuracy over seeds, ties to
 the smallest learning rate, a grid point with a diverged seed (NaN accuracy) never chosen.
 `choose_recipes` does it for every (architecture, norm) and returns one `Recipes` record.
+`choose_wd` applies the same rule to a grid of weight decays at a norm's chosen learning rate
+(claims.yaml `settings.wd_selection`, a notebook's `wd_grid`).
 Compute only: numbers in, frozen dataclasses out.
 """
 
@@ -98,6 +100,61 @@ class LrChoice:
         }
 
 
+def _select(
+    values: tuple[float, ...],
+    val_acc: Any,
+    fitted: Any,
+    what: str,
+    name: str,
+    who: str,
+    remedy: str,
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, bool, int]:
+    """The rule of claims.yaml's `settings.lr_selection` on one grid of `values` (ascending):
+    (index of the chosen point, mean validation accuracy per point (NaN where it failed), failed
+    per point, every seed fitted per point, fallback, number of seeds). `val_acc`, `fitted`: as
+    `choose_lr` takes them; `what`, `name`, `who`, `remedy` word the error when every point
+    failed."""
+    rule = lr_rule()
+    acc = np.atleast_2d(np.asarray(val_acc, float))
+    if acc.ndim != 2 or acc.shape[1] != len(values) or acc.shape[0] < 1:
+        raise ValueError(
+            f"val_acc of shape {np.shape(val_acc)} does not match a grid of {len(values)} "
+            f"{what}s: expected (seeds, grid points) or (grid points,)"
+        )
+    finite = np.isfinite(acc)
+    fit = np.ones_like(acc, bool) if fitted is None else np.atleast_2d(np.asarray(fitted, bool))
+    if fit.shape != acc.shape:
+        raise ValueError(f"fitted of shape {fit.shape} does not match val_acc's {acc.shape}")
+    if np.any((acc[finite] < 0) | (acc[finite] > 1)):
+        raise ValueError(f"validation accuracies must lie in [0, 1], got {acc.tolist()}")
+    failed = ~finite.all(0)
+    eligible = ~failed & fit.all(0)
+    fallback = not eligible.any()
+    if fallback:
+        eligible = ~failed
+    mean = np.where(failed, np.nan, np.where(finite, acc, 0.0).mean(0))
+    if failed.all():
+        raise ConfigError(
+            f"every {what} of {name}={list(values)!r} diverged for {who}; allowed: {remedy}"
+        )
+    best = np.nanmax(np.where(eligible, mean, np.nan))
+    tied = eligible & (mean >= best - float(rule["tie_tolerance"]))
+    pick = int(np.flatnonzero(tied)[0])  # ascending grid: the smallest tied value
+    return pick, mean, failed, fit.all(0), bool(fallback), int(acc.shape[0])
+
+
+def _ascending(grid: Sequence[float], val_acc: Any, fitted: Any) -> tuple[Any, Any]:
+    """`val_acc` and `fitted` with their grid-point columns in ascending order of `grid`."""
+    order = np.argsort(np.asarray(grid, float), kind="stable")
+    acc = np.atleast_2d(np.asarray(val_acc, float))
+    if acc.ndim == 2 and acc.shape[1] == len(grid):
+        acc = acc[:, order]
+    if fitted is not None:
+        fit = np.atleast_2d(np.asarray(fitted, bool))
+        fitted = fit[:, order] if fit.ndim == 2 and fit.shape[1] == len(grid) else fit
+    return acc, fitted
+
+
 def choose_lr(
     grid: Sequence[float], val_acc: Any, arch: str = "", norm: str = "", fitted: Any = None
 ) -> LrChoice:
@@ -108,37 +165,14 @@ def choose_lr(
     grid point is eligible only when all its seeds fitted, unless no point is (then every point
     that did not fail is, and the choice is marked `fallback`). Raises `ConfigError` when every
     point failed (the grid has to move)."""
-    rule = lr_rule()
     lrs = check_grid("grid", grid)
-    acc = np.atleast_2d(np.asarray(val_acc, float))
-    if acc.ndim != 2 or acc.shape[1] != len(grid) or acc.shape[0] < 1:
-        raise ValueError(
-            f"val_acc of shape {np.shape(val_acc)} does not match a grid of {len(grid)} "
-            "learning rates: expected (seeds, grid points) or (grid points,)"
-        )
-    finite = np.isfinite(acc)
-    fit = np.ones_like(acc, bool) if fitted is None else np.atleast_2d(np.asarray(fitted, bool))
-    if fit.shape != acc.shape:
-        raise ValueError(f"fitted of shape {fit.shape} does not match val_acc's {acc.shape}")
-    if np.any((acc[finite] < 0) | (acc[finite] > 1)):
-        raise ValueError(f"validation accuracies must lie in [0, 1], got {acc.tolist()}")
-    order = np.argsort(np.asarray(grid, float), kind="stable")
-    acc, finite, fit = acc[:, order], finite[:, order], fit[:, order]
-    failed = ~finite.all(0)
-    eligible = ~failed & fit.all(0)
-    fallback = not eligible.any()
-    if fallback:
-        eligible = ~failed
-    mean = np.where(failed, np.nan, np.where(finite, acc, 0.0).mean(0))
+    if np.ndim(val_acc) in (1, 2) and np.shape(val_acc)[-1] == len(grid):
+        val_acc, fitted = _ascending(grid, val_acc, fitted)
     who = f"arch={arch!r}, norm={norm!r}" if arch or norm else "this grid"
-    if failed.all():
-        raise ConfigError(
-            f"every learning rate of grid={list(lrs)!r} diverged for {who}; allowed: a grid "
-            "with at least one learning rate that trains (move the grid to smaller rates)"
-        )
-    best = np.nanmax(np.where(eligible, mean, np.nan))
-    tied = eligible & (mean >= best - float(rule["tie_tolerance"]))
-    pick = int(np.flatnonzero(tied)[0])  # ascending grid: the smallest tied learning rate
+    remedy = "a grid with at least one learning rate that trains (move the grid to smaller rates)"
+    pick, mean, failed, fit, fallback, seeds = _select(
+        lrs, val_acc, fitted, "learning rate", "grid", who, remedy
+    )
     return LrChoice(
         arch=arch,
         norm=norm,
@@ -146,9 +180,94 @@ def choose_lr(
         grid=lrs,
         mean_val_acc=tuple(float(m) for m in mean),
         failed=tuple(bool(f) for f in failed),
-        seeds=int(acc.shape[0]),
-        fitted=tuple(bool(f) for f in fit.all(0)) if fitted is not None else (),
+        seeds=seeds,
+        fitted=tuple(bool(f) for f in fit) if fitted is not None else (),
         fallback=bool(fallback and fitted is not None),
+    )
+
+
+def check_wd_grid(name: str, values: Any, weight_decay: float) -> tuple[float, ...]:
+    """`values`, sorted ascending: at least two distinct weight decays in [0, 1], one of them the
+    recipe's `weight_decay` (the learning-rate search's models are that grid point); else one
+    `ConfigError`."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ConfigError(f"{name}={values!r} must be a list of at least 2 weight decays")
+    for i, w in enumerate(values):
+        check_number(f"{name}[{i}]", w, 0.0, 1.0)
+    grid = tuple(sorted(set(float(w) for w in values)))
+    if len(grid) < 2 or float(weight_decay) not in grid:
+        raise ConfigError(
+            f"{name}={list(values)!r} is not a weight-decay grid for weight_decay={weight_decay!r};"
+            f" allowed: [] (no weight-decay search) or at least 2 distinct weight decays in "
+            f"[0, 1], weight_decay among them (its models are the learning-rate search's)"
+        )
+    return grid
+
+
+@dataclass(frozen=True)
+class WdChoice:
+    """The weight decay chosen for one norm at its chosen learning rate (claims.yaml's
+    `settings.wd_selection`): `grid` ascending, per grid point `mean_val_acc` (NaN where a seed
+    diverged), `failed`, `fitted` (every seed reached the fit rule) and `epochs` (mean epochs
+    the search models used; NaN where one diverged)."""
+
+    norm: str
+    weight_decay: float
+    lr: float
+    grid: tuple[float, ...]
+    mean_val_acc: tuple[float, ...]
+    failed: tuple[bool, ...]
+    fitted: tuple[bool, ...]
+    epochs: tuple[float, ...]
+    seeds: int
+    fallback: bool = False  # no grid point fitted: chosen among all that did not fail
+
+    def as_dict(self) -> dict:
+        """The choice as results.json stores it (NaN as None)."""
+        return {
+            "norm": self.norm,
+            "weight_decay": self.weight_decay,
+            "lr": self.lr,
+            "grid": list(self.grid),
+            "mean_val_acc": [None if math.isnan(a) else a for a in self.mean_val_acc],
+            "failed": list(self.failed),
+            "fitted": list(self.fitted),
+            "epochs": [None if math.isnan(e) else e for e in self.epochs],
+            "fallback": self.fallback,
+            "seeds": self.seeds,
+        }
+
+
+def choose_wd(
+    grid: Sequence[float],
+    val_acc: Any,
+    fitted: Any,
+    norm: str,
+    lr: float,
+    epochs: Sequence[float] = (),
+) -> WdChoice:
+    """Apply claims.yaml's `settings.wd_selection` rule (the learning-rate rule on a grid of
+    weight decays at the norm's chosen learning rate `lr`): `val_acc`, `fitted`: (seeds, grid
+    points) in the order of `grid` (ascending, `check_wd_grid`), as `choose_lr` takes them;
+    ties go to the smallest weight decay. Raises `ConfigError` when every point diverged."""
+    values = tuple(float(w) for w in grid)
+    if list(values) != sorted(set(values)):
+        raise ValueError(f"grid={list(grid)!r} must be ascending and distinct (check_wd_grid)")
+    remedy = "a weight-decay grid with at least one value that trains at this learning rate"
+    pick, mean, failed, fit, fallback, seeds = _select(
+        values, val_acc, fitted, "weight decay", "wd_grid", f"norm={norm!r} at lr {lr:g}", remedy
+    )
+    return WdChoice(
+        norm=norm,
+        weight_decay=values[pick],
+        lr=float(lr),
+        grid=values,
+        mean_val_acc=tuple(float(m) for m in mean),
+        failed=tuple(bool(f) for f in failed),
+        fitted=tuple(bool(f) for f in fit),
+        epochs=tuple(float(e) for e in epochs) or (math.nan,) * len(values),
+        seeds=seeds,
+        fallback=fallback,
     )
 
 

@@ -9,7 +9,10 @@ and one whose training diverges fails its grid point. The learning rate is chose
 claims.yaml (`settings.lr_selection`, `lr_choice.choose_lr`) from the validation accuracies of
 the grid points whose models reached the fit level within the cap, and
 every judged model of that norm trains with it, until its clean training accuracy reaches
-`fit_level` or the epoch cap (`epochs`) is hit.
+`fit_level` or the epoch cap (`epochs`) is hit. With a `wd_grid` (notebook 01), each norm then
+trains at its chosen learning rate once per weight decay of the grid on the same subsets and
+seeds, and its weight decay is chosen by the same rule (`settings.wd_selection`,
+`lr_choice.choose_wd`).
 
 protocol "paper": every norm trains with the notebook's `lr` for exactly `epochs` epochs (no fit
 rule, no search), the recipe the paper's experiments share.
@@ -23,7 +26,7 @@ from typing import Mapping, Sequence
 
 from .config import ConfigError, check_choice, check_number
 from .data import Dataset, hold_out, make_split, with_validation
-from .lr_choice import LrChoice, Recipes, check_grid, choose_lr
+from .lr_choice import LrChoice, Recipes, WdChoice, check_grid, check_wd_grid, choose_lr, choose_wd
 from .train import TrainConfig, TrainResult
 
 PROTOCOLS = ("fair", "paper")
@@ -36,12 +39,15 @@ PROTOCOL_NAME = {
 @dataclass(frozen=True)
 class Search:
     """How each norm's learning rate is chosen: the grid, the clean training subset's size, the
-    held-out validation images and the seeds (one model per norm, learning rate and seed)."""
+    held-out validation images and the seeds (one model per norm, learning rate and seed); and
+    `wd_grid` (ascending, `lr_choice.check_wd_grid`; () for none): the weight decays each norm
+    then trains with at its chosen learning rate."""
 
     grid: tuple[float, ...]
     n_train: int
     n_val: int
     seeds: tuple[int, ...]
+    wd_grid: tuple[float, ...] = ()
 
     def __post_init__(self):
         check_number("n_train", self.n_train, 2, None, integer=True)
@@ -54,20 +60,29 @@ class Search:
     @classmethod
     def from_params(cls, p: Mapping, n_train: int | None = None) -> Search:
         """The search of a notebook's resolved parameters `p` (`lr_grid`, `n_val`, `lr_seeds`,
-        and `n_train` unless given: 03's shadows train on half of their pool)."""
+        `wd_grid` where the notebook declares it, and `n_train` unless given: 03's shadows train
+        on half of their pool)."""
+        wd = p.get("wd_grid") or ()
         return cls(
             grid=check_grid("lr_grid", p["lr_grid"]),
             n_train=int(p["n_train"] if n_train is None else n_train),
             n_val=p["n_val"],
             seeds=tuple(p["lr_seeds"]),
+            wd_grid=check_wd_grid("wd_grid", wd, p["weight_decay"]) if wd else (),
         )
 
 
 def check_protocol(p: Mapping) -> str:
     """The protocol of a notebook's parameters `p`, checked with its rules (before any run):
-    'fair' needs a `fit_level` in (0, 1] and a valid `lr_grid`, `n_val`, `lr_seeds`."""
+    'fair' needs a `fit_level` in (0, 1] and a valid `lr_grid`, `n_val`, `lr_seeds` (and
+    `wd_grid`, where given); 'paper' searches nothing, so a `wd_grid` is an error there."""
     protocol = p["protocol"]
     check_choice("protocol", protocol, PROTOCOLS)
+    if protocol == "paper" and p.get("wd_grid"):
+        raise ConfigError(
+            f"wd_grid={p['wd_grid']!r} with protocol='paper'; allowed: [] (the paper's protocol "
+            "searches nothing: every norm trains with weight_decay) or protocol='fair'"
+        )
     if protocol == "fair":
         if p.get("fit_level") is None:
             raise ConfigError(
@@ -82,13 +97,15 @@ def check_protocol(p: Mapping) -> str:
 @dataclass(frozen=True)
 class NormRecipes:
     """The training recipe of every norm: `base` (the notebook's recipe) with each norm's learning
-    rate (`choices`, for the fair protocol) and the fit rule (`base.fit_level`, fair only)."""
+    rate (`choices`, for the fair protocol), its weight decay where one was searched
+    (`wd_choices`; else `base.weight_decay`) and the fit rule (`base.fit_level`, fair only)."""
 
     protocol: str
     base: TrainConfig
     choices: Recipes | None = None
     search: Search | None = None
     grid_epochs: tuple[tuple[str, tuple[float, ...]], ...] = ()  # norm -> epochs used per lr
+    wd_choices: tuple[WdChoice, ...] = ()
 
     def lr(self, norm: str) -> float:
         """The learning rate `norm` trains with."""
@@ -96,9 +113,15 @@ class NormRecipes:
             return self.base.lr
         return self.choices.lr(self.base.arch, norm)
 
+    def weight_decay(self, norm: str) -> float:
+        """The weight decay `norm` trains with (its searched one, else the recipe's)."""
+        chosen = [c.weight_decay for c in self.wd_choices if c.norm == norm]
+        return chosen[0] if chosen else self.base.weight_decay
+
     def config(self, norm: str, **changes) -> TrainConfig:
         """The training configuration of `norm` (with `changes`, e.g. seed)."""
-        return replace(self.base, **{"norm": norm, "lr": self.lr(norm), **changes})
+        own = {"norm": norm, "lr": self.lr(norm), "weight_decay": self.weight_decay(norm)}
+        return replace(self.base, **{**own, **changes})
 
     def choice(self, norm: str) -> LrChoice | None:
         """The grid and validation accuracies `norm`'s learning rate was chosen from."""
@@ -113,7 +136,8 @@ class NormRecipes:
 
     def as_dict(self) -> dict:
         """What results.json records: the protocol, each norm's learning rate, the fit rule, the
-        epoch cap and (fair) the search with every grid point's validation accuracy."""
+        epoch cap and (fair) the search with every grid point's validation accuracy; with a
+        weight-decay search, each norm's weight decay and that search's grid points too."""
         norms = [c.norm for c in self.choices.choices] if self.choices else []
         out = {
             "protocol": self.protocol,
@@ -131,6 +155,10 @@ class NormRecipes:
                 "choices": self.choices.as_dict(),
                 "grid_epochs": {n: list(e) for n, e in self.grid_epochs},
             }
+            if self.wd_choices:
+                out["weight_decay"] = {n: self.weight_decay(n) for n in norms}
+                out["search"]["wd_grid"] = list(self.search.wd_grid)
+                out["search"]["wd_choices"] = {c.norm: c.as_dict() for c in self.wd_choices}
         return out
 
 
@@ -206,7 +234,7 @@ def choose(
 ) -> NormRecipes:
     """The fair protocol's recipes: every norm's search models (`search_models`; a diverged one
     fails its grid point), the learning rate chosen by `lr_choice.choose_lr`, `base`'s fit rule
-    kept."""
+    kept; with `search.wd_grid`, each norm's weight decay chosen after it (`weight_decays`)."""
     results = search_models(ds, base, norms, search, trainer, store)
     choices, grid_epochs = [], []
     for n in norms:
@@ -219,7 +247,56 @@ def choose(
             for lr in search.grid
         ]
         grid_epochs.append((n, tuple(epochs)))
-    return NormRecipes("fair", base, Recipes(tuple(choices)), search, tuple(grid_epochs))
+    chosen = NormRecipes("fair", base, Recipes(tuple(choices)), search, tuple(grid_epochs))
+    if not search.wd_grid:
+        return chosen
+    return replace(chosen, wd_choices=weight_decays(ds, chosen, results, trainer, store))
+
+
+def weight_decays(
+    ds: Dataset,
+    chosen: NormRecipes,
+    lr_results: Mapping[tuple[str, float, int], TrainResult | None],
+    trainer: str = "auto",
+    store=None,
+) -> tuple[WdChoice, ...]:
+    """Each norm's weight decay (claims.yaml `settings.wd_selection`): its search models at its
+    chosen learning rate, one per weight decay of `chosen.search.wd_grid` and search seed (cached
+    units; the recipe's own weight decay is `lr_results`' model at that rate), chosen by
+    `lr_choice.choose_wd`."""
+    from . import units
+
+    search, base = chosen.search, chosen.base
+    norms = [c.norm for c in chosen.choices.choices]
+    splits = search_splits(ds, search)
+    keys = [
+        (n, wd, s)
+        for n in norms
+        for wd in search.wd_grid
+        if wd != base.weight_decay
+        for s in search.seeds
+    ]
+    cfgs = [replace(base, norm=n, lr=chosen.lr(n), weight_decay=wd, seed=s) for n, wd, s in keys]
+    jobs = [units.Job(splits[s], cfg, None) for (_, _, s), cfg in zip(keys, cfgs)]
+    descs = [f"wd search {n} lr {chosen.lr(n):.3g} wd {wd:g} seed {s}" for n, wd, s in keys]
+    trained = units.trained_or_diverged(jobs, trainer, descs=descs, store=store, fit_only=True)
+    results = dict(zip(keys, trained))
+    for n in norms:
+        for s in search.seeds:
+            results[n, base.weight_decay, s] = lr_results[n, chosen.lr(n), s]
+    out = []
+    for n in norms:
+        runs = [[results[n, wd, s] for wd in search.wd_grid] for s in search.seeds]
+        acc = [[_val_acc(r) for r in row] for row in runs]
+        fit = [[_fitted(r) for r in row] for row in runs]
+        epochs = [
+            float(sum(r.epochs for r in col) / len(col))
+            if all(r is not None for r in col)
+            else float("nan")
+            for col in zip(*runs)
+        ]
+        out.append(choose_wd(search.wd_grid, acc, fit, n, chosen.lr(n), epochs))
+    return tuple(out)
 
 
 def norm_recipes(

@@ -214,8 +214,9 @@ def _counts(claims: list[dict], kind: str) -> str:
 
 
 def _accuracies(claim: dict) -> str:
-    """A matched-fit row's clean training / test accuracy of both models at the reading, e.g.
-    "BN 0.99 / 0.80, no-BN 0.99 / 0.82 (clean train / test)"; "" for other rows."""
+    """A row's clean training / test accuracy of both models at the reading (a matched-fit
+    row's, or under the fair protocol a row over the epoch cap at the end of training), e.g.
+    "BN 0.99 / 0.80, no-BN 0.99 / 0.82 (clean train / test)"; "" for rows without both."""
     from .plots import label
 
     train, test = claim.get("clean_train_acc"), claim.get("clean_test_acc")
@@ -229,7 +230,7 @@ def _accuracies(claim: dict) -> str:
 
 def _summary_row(words: str, claim: dict) -> str:
     """One row of the README's summary: section, the claim in short, estimate (with both models'
-    accuracies for a reading at matched fit), verdict."""
+    accuracies where the row has them, `_accuracies`), verdict."""
     verdict = verdict_cell(claim)
     cells = (claim["id"].split(".")[0], words, _estimate(claim) + _accuracies(claim), verdict)
     return "| " + " | ".join(table_cell(x) for x in cells) + " |"

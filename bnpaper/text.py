@@ -477,7 +477,9 @@ def fit_table(pools, recipe) -> str:
 def recipe_table(recipes) -> str:
     """The recipe each norm trains with (`recipes.NormRecipes`): for the fair protocol, per norm
     the chosen learning rate, the validation accuracy at every grid point (the chosen one in
-    bold, 'diverged' where a seed's training diverged) and the epochs the search models used."""
+    bold, 'diverged' where a seed's training diverged) and the epochs the search models used;
+    with a weight-decay search, a second table of the same for the weight decay
+    (`wd_table`)."""
     from .plots import label
 
     if recipes.choices is None:
@@ -509,6 +511,32 @@ def recipe_table(recipes) -> str:
         f"{recipes.base.epochs} epochs. *(unfitted)*: a search model that hit the cap below that "
         "level; such a learning rate is not chosen unless no grid point fitted"
         + (f" (here for {', '.join(fallback)})." if fallback else ".")
+        + (f"\n\n{wd_table(recipes.wd_choices)}" if recipes.wd_choices else "")
+    )
+
+
+def wd_table(choices) -> str:
+    """Each norm's weight-decay search at its chosen learning rate (`lr_choice.WdChoice`s): the
+    chosen weight decay, the validation accuracy at every grid point (the chosen one in bold,
+    'diverged', '(unfitted)' as in `recipe_table`) and the epochs its search models used."""
+    from .plots import label
+
+    grid = choices[0].grid
+    head = ["norm", "at lr", "chosen weight decay"] + [f"wd {w:g}" for w in grid]
+    head.append("epochs used (per wd)")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in choices:
+        cells = [label(c.norm), f"{c.lr:.3g}", f"{c.weight_decay:g}"]
+        for w, acc, failed, fit in zip(c.grid, c.mean_val_acc, c.failed, c.fitted):
+            cell = "diverged" if failed else f"{acc:.3f}" + ("" if fit else " (unfitted)")
+            cells.append(f"**{cell}**" if w == c.weight_decay else cell)
+        cells.append(" / ".join("-" if e != e else f"{e:.0f}" for e in c.epochs))
+        lines.append("| " + " | ".join(cells) + " |")
+    fallback = [label(c.norm) for c in choices if c.fallback]
+    return "\n".join(lines) + (
+        "\n\nThen each norm's weight decay, chosen by the same rule on the same validation images "
+        "and seeds at its chosen learning rate (claims.yaml `settings.wd_selection`)"
+        + (f"; no grid point fitted for {', '.join(fallback)}." if fallback else ".")
     )
 
 

@@ -63,6 +63,7 @@ protocol = "fair"  # fair (each norm its own lr, chosen on validation, trained t
 lr_grid = [0.005, 0.0158, 0.05, 0.158, 0.5]  # fair: lrs searched per norm (5+, 1.5+ decades)
 n_val = 1000  # fair: validation images held out of the training set for the search
 lr_seeds = [0, 1, 2]  # fair: seeds of the search (one model per norm, lr and seed)
+wd_grid = []  # fair: weight decays searched per norm at its chosen lr ([]: weight_decay for all)
 fit_level = 0.99  # fair: each model trains until its clean training accuracy reaches it, in (0, 1]
 fit_levels = [0.95, 0.98, 0.99]  # fair: clean training accuracies the matched-fit rows read
 effective_lr = [2.0]  # fair: no-BN also trained at these multiples of its lr ([]: none)
@@ -101,7 +102,8 @@ ds = data.load_dataset(dataset, download=download)
 # ## Each norm's recipe
 # Under the fair protocol every norm gets its own learning rate, chosen before any judged run by
 # the rule in `claims.yaml` (the largest validation accuracy on held-out training images, clean
-# data), and every model trains until it fits its clean training samples (`fit_level`), so that
+# data), with `wd_grid` its own weight decay too (chosen after the learning rate, by the same
+# rule), and every model trains until it fits its clean training samples (`fit_level`), so that
 # BN and no-BN are compared when both have learned what they can. `protocol="paper"` trains every
 # norm with one learning rate for a fixed number of epochs: the paper's protocol.
 

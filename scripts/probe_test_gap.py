@@ -25,14 +25,71 @@ import json
 import time
 from dataclasses import replace
 
+import torch.nn.functional as F
+from torch import nn
+
+import bnpaper.train
 from bnpaper.config import ConfigError
 from bnpaper.data import load_dataset, make_split
+import torch
+from bnpaper.models import BasicBlock, NFBasicBlock, build_model
 from bnpaper.train import TrainConfig, TrainingDiverged, fit
 
 
+def with_dropout(p: float):
+    """`build_model` with dropout of rate `p` before the classifier (`fc`), as the NF-ResNet
+    recipes use (Brock et al., 2021): the probe's stand-in for a recipe the package lacks."""
+
+    def build(*args, **kwargs) -> nn.Module:
+        model = build_model(*args, **kwargs)
+        model.fc = nn.Sequential(nn.Dropout(p), model.fc)
+        return model
+
+    return build
+
+
+def nf_forward_with_drop_path(self: NFBasicBlock, x: torch.Tensor) -> torch.Tensor:
+    """`NFBasicBlock.forward` with stochastic depth (Huang et al. 2016, as the NF-ResNet recipes
+    use it): in training each sample's residual branch is dropped with the block's
+    `drop_rate` and scaled by 1 / (1 - drop_rate) when kept (timm's `drop_path`)."""
+    out = F.relu(x) / self.beta
+    skip = x if self.shortcut is None else self.shortcut(out)
+    branch = self.alpha * self.conv2(F.relu(self.conv1(out)))
+    rate = getattr(self, "drop_rate", 0.0)
+    if self.training and rate > 0:
+        keep = torch.rand(x.shape[0], 1, 1, 1, device=x.device) >= rate
+        branch = branch * keep.to(branch.dtype) / (1.0 - rate)
+    return skip + branch
+
+
+def bn_forward_with_drop_path(self: BasicBlock, x: torch.Tensor) -> torch.Tensor:
+    """`BasicBlock.forward` with stochastic depth on its residual branch (as
+    `nf_forward_with_drop_path`)."""
+    branch = self.norm2(self.conv2(F.relu(self.norm1(self.conv1(x)))))
+    rate = getattr(self, "drop_rate", 0.0)
+    if self.training and rate > 0:
+        keep = torch.rand(x.shape[0], 1, 1, 1, device=x.device) >= rate
+        branch = branch * keep.to(branch.dtype) / (1.0 - rate)
+    return F.relu(branch + self.shortcut(x))
+
+
+def with_drop_path(build, rate: float):
+    """`build` with stochastic depth in the residual blocks, the rate rising linearly with depth
+    to `rate` at the last block."""
+
+    def build_dropped(*args, **kwargs) -> nn.Module:
+        model = build(*args, **kwargs)
+        blocks = [m for m in model.modules() if isinstance(m, (BasicBlock, NFBasicBlock))]
+        for i, block in enumerate(blocks):
+            block.drop_rate = rate * (i + 1) / len(blocks)
+        return model
+
+    return build_dropped
+
+
 def _runs(args: argparse.Namespace) -> list:
-    """(seed, recipe, split: clean, or with --flips) per seed of the parsed arguments, each checked (TrainConfig,
-    make_split), so that bad input fails before any training."""
+    """(seed, recipe, split: clean, or with --flips) per seed of the parsed arguments, each
+    checked (TrainConfig, make_split), so that bad input fails before any training."""
     recipe = TrainConfig(
         arch=args.arch,
         norm=args.norm,
@@ -45,6 +102,13 @@ def _runs(args: argparse.Namespace) -> list:
     ds = load_dataset(args.dataset)
     if not 0.0 <= args.flips < 1.0:
         raise ConfigError(f"--flips={args.flips!r} is out of range; allowed: a share in [0, 1)")
+    if not 0.0 <= args.dropout < 1.0:
+        raise ConfigError(f"--dropout={args.dropout!r} is out of range; allowed: a rate in [0, 1)")
+    if not 0.0 <= args.drop_path < 1.0 or (args.drop_path > 0 and args.arch != "resnet20"):
+        raise ConfigError(
+            f"--drop-path={args.drop_path!r} is not allowed; allowed: a rate in [0, 1), "
+            "above 0 only with --arch resnet20"
+        )
     kind = "flip" if args.flips > 0 else "none"
     return [
         (
@@ -68,12 +132,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--flips", type=float, default=0.0, help="share of labels flipped (0: clean)")
     ap.add_argument("--epochs", type=int, default=40, help="the cap (the schedule's length)")
     ap.add_argument("--no-fit", action="store_true", help="train every epoch, no stop at fit")
+    ap.add_argument("--dropout", type=float, default=0.0, help="dropout before the classifier")
+    ap.add_argument("--drop-path", type=float, default=0.0, help="stochastic depth (ResNet-20)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     args = ap.parse_args(argv)
     try:
         runs = _runs(args)
     except ConfigError as e:  # bad input: one line, before any training
         raise SystemExit(f"probe_test_gap: {e}") from None
+    if args.dropout > 0:
+        bnpaper.train.build_model = with_dropout(args.dropout)
+    if args.drop_path > 0:
+        NFBasicBlock.forward = nf_forward_with_drop_path
+        BasicBlock.forward = bn_forward_with_drop_path
+        bnpaper.train.build_model = with_drop_path(bnpaper.train.build_model, args.drop_path)
     for seed, recipe, split in runs:
         row = {**vars(args), "seed": seed}
         start = time.time()

@@ -107,3 +107,34 @@ def test_when_no_learning_rate_fitted_the_choice_falls_back_to_validation_and_sa
     choice = L.choose_lr(GRID, acc, fitted=[[False] * 6])
     assert choice.lr == GRID[0] and choice.fallback
     assert choice.as_dict()["fallback"] is True
+
+
+WD = (0.0005, 0.0015, 0.005)
+
+
+def test_the_weight_decay_rule_takes_the_best_fitted_mean_and_ties_go_to_the_smallest():
+    acc = [[0.80, 0.82, 0.84], [0.80, 0.84, 0.86]]  # means 0.80, 0.83, 0.85
+    fit = [[True, True, False], [True, True, True]]  # 0.005 unfitted on seed 0: not eligible
+    c = L.choose_wd(WD, acc, fit, "none", 0.158, epochs=(20.0, 24.0, 39.0))
+    assert (c.weight_decay, c.lr, c.seeds, c.fallback) == (0.0015, 0.158, 2, False)
+    assert c.mean_val_acc == pytest.approx((0.80, 0.83, 0.85))
+    assert c.fitted == (True, True, False) and c.epochs == (20.0, 24.0, 39.0)
+    tied = L.choose_wd(WD, [[0.8, 0.8, 0.7]], [[True] * 3], "bn", 0.05)
+    assert tied.weight_decay == 0.0005 and all(math.isnan(e) for e in tied.epochs)
+    # a diverged seed fails its point; no fitted point: the best that did not fail, marked
+    c = L.choose_wd(WD, [[0.7, math.nan, 0.6]], [[False] * 3], "none", 0.5)
+    assert (c.weight_decay, c.failed, c.fallback) == (0.0005, (False, True, False), True)
+    assert c.as_dict()["mean_val_acc"] == [0.7, None, 0.6]
+
+
+def test_a_weight_decay_grid_that_diverged_everywhere_or_is_not_a_grid_is_one_clear_error():
+    with pytest.raises(ConfigError, match=r"every weight decay of wd_grid=\[0.0005, 0.0015\] "):
+        L.choose_wd(WD[:2], [[math.nan, math.inf]], [[True, True]], "none", 0.5)
+    assert L.check_wd_grid("wd_grid", [0.005, 0.0005], 0.0005) == (0.0005, 0.005)
+    for grid in ([0.0005], [0.0015, 0.005], [0.0005, 0.0005]):
+        with pytest.raises(ConfigError, match=r"is not a weight-decay grid for weight_decay"):
+            L.check_wd_grid("wd_grid", grid, 0.0005)
+    with pytest.raises(ConfigError, match=r"wd_grid\[1\]=2.0 is out of range"):
+        L.check_wd_grid("wd_grid", [0.0005, 2.0], 0.0005)
+    with pytest.raises(ValueError, match="must be ascending and distinct"):
+        L.choose_wd((0.005, 0.0005), [[0.8, 0.8]], [[True, True]], "bn", 0.05)

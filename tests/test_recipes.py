@@ -102,3 +102,58 @@ def test_the_papers_protocol_trains_every_norm_with_one_lr_for_fixed_epochs():
 def test_a_bad_recipe_parameter_is_one_clear_error_before_any_training(changes, match):
     with pytest.raises(ConfigError, match=match):
         recipes.check_protocol(_params(**changes))
+
+
+def test_each_norms_weight_decay_is_chosen_by_the_rule_at_its_chosen_lr_on_the_same_seeds():
+    ds = _dataset()
+    p = _params(wd_grid=[0.05, 5e-4])  # 5e-4: the recipe's own, the lr search's models
+    chosen = recipes.norm_recipes(ds, p, ["bn", "none"])
+    search = recipes.Search.from_params(p)
+    assert search.wd_grid == (5e-4, 0.05)
+    split = recipes.search_splits(ds, search)[0]
+    for norm in ("bn", "none"):
+        lr = chosen.lr(norm)
+        cfgs = [
+            TrainConfig(norm=norm, lr=lr, epochs=2, batch_size=16, fit_level=0.99, weight_decay=w)
+            for w in search.wd_grid
+        ]
+        again = units.trained_or_diverged([units.Job(split, c) for c in cfgs])  # loaded
+        acc = [math.nan if r is None else r.history["test_acc"][-1] for r in again]
+        fitted = [r is not None and not r.censored for r in again]
+        epochs = [r.epochs for r in again]
+        want = lr_choice.choose_wd(search.wd_grid, [acc], [fitted], norm, lr, epochs)
+        got = next(c for c in chosen.wd_choices if c.norm == norm)
+        assert got.as_dict() == want.as_dict()
+        # the recipe's own weight decay is the learning-rate search's model at the chosen rate
+        at_lr = chosen.choice(norm).grid.index(lr)
+        assert got.mean_val_acc[0] == chosen.choice(norm).mean_val_acc[at_lr]
+        cfg = chosen.config(norm, seed=2)
+        assert (cfg.lr, cfg.weight_decay, cfg.seed) == (lr, want.weight_decay, 2)
+        assert chosen.weight_decay(norm) == want.weight_decay
+    record = chosen.as_dict()
+    assert record["weight_decay"] == {n: chosen.weight_decay(n) for n in ("bn", "none")}
+    assert set(record["search"]["wd_choices"]) == {"bn", "none"}
+    assert "chosen weight decay" in text.recipe_table(chosen)
+    # without a wd_grid every norm keeps the recipe's weight decay, and nothing more is recorded
+    plain = recipes.norm_recipes(ds, _params(), ["bn", "none"])
+    assert plain.wd_choices == () and plain.config("none").weight_decay == 5e-4
+    assert "weight_decay" not in plain.as_dict()
+    assert "chosen weight decay" not in text.recipe_table(plain)
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"protocol": "paper", "wd_grid": [5e-4, 5e-3]}, "wd_grid=.* with protocol='paper'"),
+        ({"wd_grid": [1e-3, 5e-3]}, "is not a weight-decay grid for weight_decay=0.0005"),
+    ],
+)
+def test_a_bad_weight_decay_grid_is_one_clear_error_before_any_training(changes, match):
+    with pytest.raises(ConfigError, match=match):
+        recipes.check_protocol(_params(**changes))
+    from bnpaper import params
+    from bnpaper.declarations import check_values
+
+    values = {**params.defaults("01_forced_memorization"), **changes}
+    with pytest.raises(ConfigError, match=match):
+        check_values("01_forced_memorization", values)
