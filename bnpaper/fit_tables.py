@@ -22,7 +22,8 @@ FIT_NOTE = (
     "each norm's final model; 03: the pools, each pool's mean over its shadow models) where "
     "both norms hold the same two or more replicates, every value finite (03: every pool as "
     "many shadows); else the difference of the means alone (03's rare row always). Each "
-    "configuration's run time: the report's table of what it used."
+    "configuration's run time: the report's table of what it used. *lr*: with the weight "
+    "decay each norm chose beside it where the configuration searched one (`wd_grid`)."
 )
 
 HEAD = (
@@ -45,6 +46,16 @@ def norm_lr(lrs: dict, norm: str) -> float | None:
 
 def _lr(lr: float | None) -> str:
     return "-" if lr is None else f"{lr:.3g}"
+
+
+def _wd(recipes: dict, norm: str) -> str:
+    """The weight decay `norm` chose, as ", wd 0.0015" (the effective-lr arm "none x2": no-BN's),
+    where the configuration searched one (`recipes.weight_decay`, a dict per norm); else ""."""
+    wd = recipes.get("weight_decay")
+    own = norm.split(" x")[0]
+    if not isinstance(wd, dict) or own not in wd:
+        return ""
+    return f", wd {float(wd[own]):g}"
 
 
 def _points(x: float | None, ref: float | None) -> str:
@@ -115,7 +126,7 @@ def forced_rows(label: str, res: dict) -> list[str]:
                         arch,
                         kind,
                         norm,
-                        _lr(norm_lr(lrs, norm)),
+                        _lr(norm_lr(lrs, norm)) + _wd(res["recipes"], norm),
                         f"{e['fitted']} of {e['runs']}",
                         f"{fmt_number(e['mean'], 1)} ({fmt_number(e['max'], 0)})",
                         fmt_number(e.get("train_acc")),

@@ -253,6 +253,8 @@ def choose_wd(
     values = tuple(float(w) for w in grid)
     if list(values) != sorted(set(values)):
         raise ValueError(f"grid={list(grid)!r} must be ascending and distinct (check_wd_grid)")
+    if epochs and len(epochs) != len(values):
+        raise ValueError(f"epochs={list(epochs)!r} must give one value per grid point")
     remedy = "a weight-decay grid with at least one value that trains at this learning rate"
     pick, mean, failed, fit, fallback, seeds = _select(
         values, val_acc, fitted, "weight decay", "wd_grid", f"norm={norm!r} at lr {lr:g}", remedy

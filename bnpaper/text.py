@@ -511,7 +511,12 @@ def recipe_table(recipes) -> str:
         f"{recipes.base.epochs} epochs. *(unfitted)*: a search model that hit the cap below that "
         "level; such a learning rate is not chosen unless no grid point fitted"
         + (f" (here for {', '.join(fallback)})." if fallback else ".")
-        + (f"\n\n{wd_table(recipes.wd_choices)}" if recipes.wd_choices else "")
+        + (
+            f" This search ran at weight decay {recipes.base.weight_decay:g}.\n\n"
+            f"{wd_table(recipes.wd_choices)}"
+            if recipes.wd_choices
+            else ""
+        )
     )
 
 

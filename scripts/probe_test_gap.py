@@ -25,13 +25,13 @@ import json
 import time
 from dataclasses import replace
 
+import torch
 import torch.nn.functional as F
 from torch import nn
 
 import bnpaper.train
 from bnpaper.config import ConfigError
 from bnpaper.data import load_dataset, make_split
-import torch
 from bnpaper.models import BasicBlock, NFBasicBlock, build_model
 from bnpaper.train import TrainConfig, TrainingDiverged, fit
 
@@ -102,8 +102,11 @@ def _runs(args: argparse.Namespace) -> list:
     ds = load_dataset(args.dataset)
     if not 0.0 <= args.flips < 1.0:
         raise ConfigError(f"--flips={args.flips!r} is out of range; allowed: a share in [0, 1)")
-    if not 0.0 <= args.dropout < 1.0:
-        raise ConfigError(f"--dropout={args.dropout!r} is out of range; allowed: a rate in [0, 1)")
+    if not 0.0 <= args.dropout < 1.0 or (args.dropout > 0 and args.arch == "lenet"):
+        raise ConfigError(
+            f"--dropout={args.dropout!r} is not allowed; allowed: a rate in [0, 1), above 0 "
+            "only for the nets with one classifier layer `fc` (resnet20, resnet18, densenet)"
+        )
     if not 0.0 <= args.drop_path < 1.0 or (args.drop_path > 0 and args.arch != "resnet20"):
         raise ConfigError(
             f"--drop-path={args.drop_path!r} is not allowed; allowed: a rate in [0, 1), "

@@ -109,6 +109,15 @@ def test_each_fair_configuration_gives_one_row_per_kind_and_norm_with_its_gap_to
     assert lnone[6:] == ["2 of 3", "20.0 (40)", "0.990", "0.790", "-3.0"]
 
 
+def test_a_searched_weight_decay_stands_beside_each_norms_lr(tmp_path):
+    res = _forced()
+    res["recipes"]["weight_decay"] = {"bn": 0.0005, "none": 0.0015}
+    _write(tmp_path, "01_forced_memorization", "fashion_mnist.full.arch=resnet20", res)
+    rows = fit_tables.fit_table(tmp_path).splitlines()[2:]
+    lr_cells = [[c.strip() for c in r.strip("|").split("|")][5] for r in rows]
+    assert lr_cells == ["0.158, wd 0.0005", "0.0158, wd 0.0015", "0.0316, wd 0.0015"]
+
+
 def test_the_report_shows_the_table_only_when_a_fair_configuration_is_committed(tmp_path):
     _write(tmp_path, "01_forced_memorization", "fashion_mnist", _forced("paper"))
     assert fit_tables.fit_table(tmp_path) == ""

@@ -138,3 +138,13 @@ def test_a_weight_decay_grid_that_diverged_everywhere_or_is_not_a_grid_is_one_cl
         L.check_wd_grid("wd_grid", [0.0005, 2.0], 0.0005)
     with pytest.raises(ValueError, match="must be ascending and distinct"):
         L.choose_wd((0.005, 0.0005), [[0.8, 0.8]], [[True, True]], "bn", 0.05)
+    with pytest.raises(ValueError, match="one value per grid point"):
+        L.choose_wd(WD[:2], [[0.8, 0.8]], [[True, True]], "bn", 0.05, epochs=(3.0,))
+
+
+def test_an_unsorted_grid_reorders_its_accuracies_and_fit_flags_together():
+    acc = [[0.80, 0.82, 0.84, 0.83, 0.81, 0.79]]
+    fit = [[True, True, False, True, True, True]]  # 0.02 unfitted: 0.05 wins, not 0.02
+    ordered = L.choose_lr(GRID, acc, fitted=fit)
+    shuffled = L.choose_lr(GRID[::-1], [a[::-1] for a in acc], fitted=[f[::-1] for f in fit])
+    assert ordered.lr == 0.05 and shuffled.as_dict() == ordered.as_dict()

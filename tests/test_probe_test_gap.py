@@ -43,6 +43,17 @@ def test_stochastic_depth_keeps_each_sample_whole_branch_scaled_or_drops_it():
     torch.testing.assert_close(out[kept], 2.0 * branch[kept])
 
 
+def test_stochastic_depth_in_a_bn_block_drops_whole_branches_in_training():
+    torch.manual_seed(0)
+    block = BasicBlock(4, 4, 1, "bn").train()
+    block.drop_rate = 0.5
+    x = torch.randn(64, 4, 5, 5)
+    torch.manual_seed(1)
+    out = probe.bn_forward_with_drop_path(block, x)
+    dropped = (out - torch.relu(x)).flatten(1).abs().amax(1) == 0  # relu(0 + x): the shortcut
+    assert 0 < dropped.sum() < 64
+
+
 def test_drop_rates_rise_linearly_to_the_last_block_and_dropout_sits_before_the_classifier():
     model = probe.with_drop_path(build_model, 0.1)("resnet20", "none", 1, 10, 28)
     rates = [m.drop_rate for m in model.modules() if isinstance(m, NFBasicBlock)]
@@ -55,7 +66,8 @@ def test_drop_rates_rise_linearly_to_the_last_block_and_dropout_sits_before_the_
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["--dropout", "1.0"], "--dropout=1.0 is out of range"),
+        (["--dropout", "1.0"], "--dropout=1.0 is not allowed"),
+        (["--arch", "lenet", "--dropout", "0.25"], "--dropout=0.25 is not allowed"),
         (["--arch", "lenet", "--drop-path", "0.1"], "--drop-path=0.1 is not allowed"),
         (["--flips", "-0.1"], "--flips=-0.1 is out of range"),
     ],

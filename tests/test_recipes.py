@@ -104,24 +104,46 @@ def test_a_bad_recipe_parameter_is_one_clear_error_before_any_training(changes, 
         recipes.check_protocol(_params(**changes))
 
 
-def test_each_norms_weight_decay_is_chosen_by_the_rule_at_its_chosen_lr_on_the_same_seeds():
+def test_each_norms_weight_decay_is_chosen_by_the_rule_at_its_chosen_lr_on_the_same_seeds(
+    monkeypatch,
+):
     ds = _dataset()
-    p = _params(wd_grid=[0.05, 5e-4])  # 5e-4: the recipe's own, the lr search's models
+    p = _params(wd_grid=[0.05, 5e-4], lr_seeds=[0, 1])  # 5e-4: the recipe's own
+    asked = []
+    train = units.trained_or_diverged
+
+    def counted(jobs, *args, **kwargs):
+        asked.append(len(jobs))
+        return train(jobs, *args, **kwargs)
+
+    monkeypatch.setattr(units, "trained_or_diverged", counted)
     chosen = recipes.norm_recipes(ds, p, ["bn", "none"])
+    # the lr search's 5 x 2 x 2 models, then only the other weight decay's: 1 x 2 seeds x 2 norms
+    assert asked == [20, 4]
     search = recipes.Search.from_params(p)
     assert search.wd_grid == (5e-4, 0.05)
-    split = recipes.search_splits(ds, search)[0]
+    splits = recipes.search_splits(ds, search)
     for norm in ("bn", "none"):
         lr = chosen.lr(norm)
-        cfgs = [
-            TrainConfig(norm=norm, lr=lr, epochs=2, batch_size=16, fit_level=0.99, weight_decay=w)
-            for w in search.wd_grid
-        ]
-        again = units.trained_or_diverged([units.Job(split, c) for c in cfgs])  # loaded
-        acc = [math.nan if r is None else r.history["test_acc"][-1] for r in again]
-        fitted = [r is not None and not r.censored for r in again]
-        epochs = [r.epochs for r in again]
-        want = lr_choice.choose_wd(search.wd_grid, [acc], [fitted], norm, lr, epochs)
+        runs = []
+        for s in (0, 1):
+            cfgs = [
+                TrainConfig(
+                    norm=norm,
+                    lr=lr,
+                    epochs=2,
+                    batch_size=16,
+                    fit_level=0.99,
+                    weight_decay=w,
+                    seed=s,
+                )
+                for w in search.wd_grid
+            ]
+            runs.append(train([units.Job(splits[s], c) for c in cfgs]))  # loaded
+        acc = [[math.nan if r is None else r.history["test_acc"][-1] for r in row] for row in runs]
+        fitted = [[r is not None and not r.censored for r in row] for row in runs]
+        epochs = [sum(r.epochs for r in col) / 2 for col in zip(*runs)]
+        want = lr_choice.choose_wd(search.wd_grid, acc, fitted, norm, lr, epochs)
         got = next(c for c in chosen.wd_choices if c.norm == norm)
         assert got.as_dict() == want.as_dict()
         # the recipe's own weight decay is the learning-rate search's model at the chosen rate
