@@ -101,7 +101,7 @@ class LrChoice:
 
 
 def _select(
-    values: tuple[float, ...],
+    grid: Sequence[float],
     val_acc: Any,
     fitted: Any,
     what: str,
@@ -109,16 +109,17 @@ def _select(
     who: str,
     remedy: str,
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, bool, int]:
-    """The rule of claims.yaml's `settings.lr_selection` on one grid of `values` (ascending):
-    (index of the chosen point, mean validation accuracy per point (NaN where it failed), failed
-    per point, every seed fitted per point, fallback, number of seeds). `val_acc`, `fitted`: as
+    """The rule of claims.yaml's `settings.lr_selection` on one grid of values (`grid`, in the
+    order of `val_acc`'s columns): (index of the chosen point in the ascending grid, then per
+    ascending grid point the mean validation accuracy (NaN where it failed), whether it failed
+    and whether every seed fitted; fallback; number of seeds). `val_acc`, `fitted`: as
     `choose_lr` takes them; `what`, `name`, `who`, `remedy` word the error when every point
     failed."""
     rule = lr_rule()
     acc = np.atleast_2d(np.asarray(val_acc, float))
-    if acc.ndim != 2 or acc.shape[1] != len(values) or acc.shape[0] < 1:
+    if acc.ndim != 2 or acc.shape[1] != len(grid) or acc.shape[0] < 1:
         raise ValueError(
-            f"val_acc of shape {np.shape(val_acc)} does not match a grid of {len(values)} "
+            f"val_acc of shape {np.shape(val_acc)} does not match a grid of {len(grid)} "
             f"{what}s: expected (seeds, grid points) or (grid points,)"
         )
     finite = np.isfinite(acc)
@@ -127,6 +128,8 @@ def _select(
         raise ValueError(f"fitted of shape {fit.shape} does not match val_acc's {acc.shape}")
     if np.any((acc[finite] < 0) | (acc[finite] > 1)):
         raise ValueError(f"validation accuracies must lie in [0, 1], got {acc.tolist()}")
+    order = np.argsort(np.asarray(grid, float), kind="stable")
+    acc, finite, fit = acc[:, order], finite[:, order], fit[:, order]
     failed = ~finite.all(0)
     eligible = ~failed & fit.all(0)
     fallback = not eligible.any()
@@ -134,25 +137,14 @@ def _select(
         eligible = ~failed
     mean = np.where(failed, np.nan, np.where(finite, acc, 0.0).mean(0))
     if failed.all():
+        values = sorted(float(v) for v in grid)
         raise ConfigError(
-            f"every {what} of {name}={list(values)!r} diverged for {who}; allowed: {remedy}"
+            f"every {what} of {name}={values!r} diverged for {who}; allowed: {remedy}"
         )
     best = np.nanmax(np.where(eligible, mean, np.nan))
     tied = eligible & (mean >= best - float(rule["tie_tolerance"]))
     pick = int(np.flatnonzero(tied)[0])  # ascending grid: the smallest tied value
     return pick, mean, failed, fit.all(0), bool(fallback), int(acc.shape[0])
-
-
-def _ascending(grid: Sequence[float], val_acc: Any, fitted: Any) -> tuple[Any, Any]:
-    """`val_acc` and `fitted` with their grid-point columns in ascending order of `grid`."""
-    order = np.argsort(np.asarray(grid, float), kind="stable")
-    acc = np.atleast_2d(np.asarray(val_acc, float))
-    if acc.ndim == 2 and acc.shape[1] == len(grid):
-        acc = acc[:, order]
-    if fitted is not None:
-        fit = np.atleast_2d(np.asarray(fitted, bool))
-        fitted = fit[:, order] if fit.ndim == 2 and fit.shape[1] == len(grid) else fit
-    return acc, fitted
 
 
 def choose_lr(
@@ -166,12 +158,10 @@ def choose_lr(
     that did not fail is, and the choice is marked `fallback`). Raises `ConfigError` when every
     point failed (the grid has to move)."""
     lrs = check_grid("grid", grid)
-    if np.ndim(val_acc) in (1, 2) and np.shape(val_acc)[-1] == len(grid):
-        val_acc, fitted = _ascending(grid, val_acc, fitted)
     who = f"arch={arch!r}, norm={norm!r}" if arch or norm else "this grid"
     remedy = "a grid with at least one learning rate that trains (move the grid to smaller rates)"
     pick, mean, failed, fit, fallback, seeds = _select(
-        lrs, val_acc, fitted, "learning rate", "grid", who, remedy
+        grid, val_acc, fitted, "learning rate", "grid", who, remedy
     )
     return LrChoice(
         arch=arch,

@@ -214,13 +214,29 @@ def search_models(
     return dict(zip(keys, trained))
 
 
+def _read(
+    runs: Sequence[Sequence[TrainResult | None]],
+) -> tuple[list[list[float]], list[list[bool]], tuple[float, ...]]:
+    """(seeds, grid points) search models as the rule reads them: validation accuracies (NaN:
+    diverged), whether each reached its fit rule within the cap, and per grid point the mean
+    epochs its models used (NaN where one diverged)."""
+    acc = [[_val_acc(r) for r in row] for row in runs]
+    fit = [[_fitted(r) for r in row] for row in runs]
+    epochs = tuple(
+        float(sum(r.epochs for r in col) / len(col))
+        if all(r is not None for r in col)
+        else float("nan")
+        for col in zip(*runs)
+    )
+    return acc, fit, epochs
+
+
 def search_table(
     results: Mapping[tuple[str, float, int], TrainResult | None], norm: str, search: Search
 ) -> tuple[list[list[float]], list[list[bool]]]:
     """One norm's search as `choose_lr` reads it: (seeds, grid points) validation accuracies
     (NaN: diverged) and whether each model reached its fit rule within the cap."""
-    acc = [[_val_acc(results[norm, lr, s]) for lr in search.grid] for s in search.seeds]
-    fit = [[_fitted(results[norm, lr, s]) for lr in search.grid] for s in search.seeds]
+    acc, fit, _ = _read([[results[norm, lr, s] for lr in search.grid] for s in search.seeds])
     return acc, fit
 
 
@@ -238,15 +254,10 @@ def choose(
     results = search_models(ds, base, norms, search, trainer, store)
     choices, grid_epochs = [], []
     for n in norms:
-        acc, fit = search_table(results, n, search)
+        runs = [[results[n, lr, s] for lr in search.grid] for s in search.seeds]
+        acc, fit, epochs = _read(runs)
         choices.append(choose_lr(search.grid, acc, base.arch, n, fitted=fit))
-        epochs = [
-            float(sum(results[n, lr, s].epochs for s in search.seeds) / len(search.seeds))
-            if all(results[n, lr, s] is not None for s in search.seeds)
-            else float("nan")
-            for lr in search.grid
-        ]
-        grid_epochs.append((n, tuple(epochs)))
+        grid_epochs.append((n, epochs))
     chosen = NormRecipes("fair", base, Recipes(tuple(choices)), search, tuple(grid_epochs))
     if not search.wd_grid:
         return chosen
@@ -287,14 +298,7 @@ def weight_decays(
     out = []
     for n in norms:
         runs = [[results[n, wd, s] for wd in search.wd_grid] for s in search.seeds]
-        acc = [[_val_acc(r) for r in row] for row in runs]
-        fit = [[_fitted(r) for r in row] for row in runs]
-        epochs = [
-            float(sum(r.epochs for r in col) / len(col))
-            if all(r is not None for r in col)
-            else float("nan")
-            for col in zip(*runs)
-        ]
+        acc, fit, epochs = _read(runs)
         out.append(choose_wd(search.wd_grid, acc, fit, n, chosen.lr(n), epochs))
     return tuple(out)
 

@@ -492,13 +492,10 @@ def recipe_table(recipes) -> str:
     head = ["norm", "chosen lr"] + [f"lr {x:.3g}" for x in grid] + ["epochs used (per lr)"]
     rows = []
     for c in recipes.choices.choices:
-        cells = [label(c.norm), f"{c.lr:.3g}"]
         fitted = c.fitted or (True,) * len(c.grid)
-        for x, acc, failed, fit in zip(c.grid, c.mean_val_acc, c.failed, fitted):
-            cell = "diverged" if failed else f"{acc:.3f}" + ("" if fit else " (unfitted)")
-            cells.append(f"**{cell}**" if x == c.lr else cell)
-        used = epochs.get(c.norm, ())
-        cells.append(" / ".join("-" if e != e else f"{e:.0f}" for e in used))
+        cells = [label(c.norm), f"{c.lr:.3g}"]
+        cells += _search_cells(c.grid, c.lr, c.mean_val_acc, c.failed, fitted)
+        cells.append(_epochs_cell(epochs.get(c.norm, ())))
         rows.append(cells)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -520,6 +517,21 @@ def recipe_table(recipes) -> str:
     )
 
 
+def _search_cells(grid, chosen, mean_val_acc, failed, fitted) -> list[str]:
+    """One search table's cell per grid point: its validation accuracy ('diverged' where a seed
+    diverged, '(unfitted)' where one hit the cap below the fit level), the chosen one in bold."""
+    cells = []
+    for x, acc, fail, fit in zip(grid, mean_val_acc, failed, fitted):
+        cell = "diverged" if fail else f"{acc:.3f}" + ("" if fit else " (unfitted)")
+        cells.append(f"**{cell}**" if x == chosen else cell)
+    return cells
+
+
+def _epochs_cell(epochs) -> str:
+    """The epochs the search models used per grid point, "-" where one diverged (NaN)."""
+    return " / ".join("-" if e != e else f"{e:.0f}" for e in epochs)
+
+
 def wd_table(choices) -> str:
     """Each norm's weight-decay search at its chosen learning rate (`lr_choice.WdChoice`s): the
     chosen weight decay, the validation accuracy at every grid point (the chosen one in bold,
@@ -532,10 +544,8 @@ def wd_table(choices) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in choices:
         cells = [label(c.norm), f"{c.lr:.3g}", f"{c.weight_decay:g}"]
-        for w, acc, failed, fit in zip(c.grid, c.mean_val_acc, c.failed, c.fitted):
-            cell = "diverged" if failed else f"{acc:.3f}" + ("" if fit else " (unfitted)")
-            cells.append(f"**{cell}**" if w == c.weight_decay else cell)
-        cells.append(" / ".join("-" if e != e else f"{e:.0f}" for e in c.epochs))
+        cells += _search_cells(c.grid, c.weight_decay, c.mean_val_acc, c.failed, c.fitted)
+        cells.append(_epochs_cell(c.epochs))
         lines.append("| " + " | ".join(cells) + " |")
     fallback = [label(c.norm) for c in choices if c.fallback]
     return "\n".join(lines) + (
